@@ -1,0 +1,44 @@
+"""The two evidence interfaces the pathways depend on, and their failures.
+
+The local pathway asks a `Retriever` (BM25 over a curated corpus); the dynamic pathway asks a `WebSearch`
+(Tavily, or an offline page collection). Both return `Passage`s with provenance. A backend that cannot
+serve a query raises `EvidenceError`; the pathway records it in the trail instead of crashing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from clearmed.signatures.records import Passage
+
+SearchFailure = Literal[
+    "no_key", "auth", "forbidden", "rate_limit", "timeout", "server", "connection", "bad_response",
+    "bad_request", "cache_miss", "index", "other",
+]
+
+
+class EvidenceError(Exception):
+    """A retrieval or search backend failed. `kind` is machine-readable; the message is for people."""
+
+    def __init__(self, message: str, *, kind: SearchFailure = "other", backend: str = "") -> None:
+        super().__init__(message)
+        self.kind: SearchFailure = kind
+        self.backend = backend
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Local retrieval: the top `k` passages of a curated corpus for a query."""
+
+    name: str
+
+    def retrieve(self, query: str, k: int) -> list[Passage]: ...
+
+
+@runtime_checkable
+class WebSearch(Protocol):
+    """Dynamic search: up to `max_results` web results for a query, as passages with URL provenance."""
+
+    name: str
+
+    def search(self, query: str, max_results: int) -> list[Passage]: ...
