@@ -36,6 +36,21 @@ class Record(BaseModel):
 # --------------------------------------------------------------------------------------------- question
 
 
+class ChatTurn(Record):
+    """One turn of a conversation-style item (HealthBench)."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class RubricItem(Record):
+    """One physician-written grading criterion (HealthBench); negative points penalise."""
+
+    criterion: str
+    points: float
+    tags: list[str] = Field(default_factory=list)
+
+
 class Question(Record):
     """One benchmark item or user question.
 
@@ -50,6 +65,8 @@ class Question(Record):
     context: str | None = None
     gold_letters: list[str] | None = None
     gold_text: str | None = None
+    conversation: list[ChatTurn] | None = None
+    rubric: list[RubricItem] | None = None
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
 
     @field_validator("text")
