@@ -12,8 +12,19 @@ from typing import Literal, Protocol, runtime_checkable
 from clearmed.signatures.records import Passage
 
 SearchFailure = Literal[
-    "no_key", "auth", "forbidden", "rate_limit", "timeout", "server", "connection", "bad_response",
-    "bad_request", "cache_miss", "index", "other",
+    "no_key",
+    "auth",
+    "forbidden",
+    "rate_limit",
+    "timeout",
+    "server",
+    "connection",
+    "bad_response",
+    "bad_request",
+    "cache_miss",
+    "cache",
+    "index",
+    "other",
 ]
 
 

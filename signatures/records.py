@@ -19,7 +19,13 @@ PathwayName = Literal["parametric", "local", "dynamic"]
 PATHWAYS: tuple[PathwayName, ...] = ("parametric", "local", "dynamic")
 QualityLabel = Literal["high", "medium", "low"]
 Route = Literal["consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search"]
-ROUTES: tuple[Route, ...] = ("consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search")
+ROUTES: tuple[Route, ...] = (
+    "consensus",
+    "keep_parametric",
+    "keep_local",
+    "accept_dynamic",
+    "needs_more_search",
+)
 Confidence = Literal["high", "medium", "low"]
 Role = Literal["main", "assessor", "teacher", "prompt_model", "judge"]
 MetadataValue = str | int | float | bool | None | list[str]
@@ -254,7 +260,13 @@ class SourceQuality(Record):
 
 
 ErrorKind = Literal[
-    "lm_error", "parse_error", "invalid_answer", "retrieval_error", "search_error", "timeout", "internal_error"
+    "lm_error",
+    "parse_error",
+    "invalid_answer",
+    "retrieval_error",
+    "search_error",
+    "timeout",
+    "internal_error",
 ]
 
 
@@ -345,6 +357,19 @@ class EvidenceBundle(Record):
 
     def passage_ids(self) -> set[str]:
         return {p.id for p in self.local_passages} | {p.id for p in self.all_dynamic_passages()}
+
+
+class Agreement(Record):
+    """Which pathways reached the same answer (None where either side gave no answer).
+
+    MCQ answers agree when their letter sets are equal; free-text answers by the normaliser or an LM
+    judgement (`method`). Stored on the Decision so that replaying the rules needs no new LM call.
+    """
+
+    parametric_local: bool | None = None
+    parametric_dynamic: bool | None = None
+    local_dynamic: bool | None = None
+    method: Literal["letters", "normaliser", "lm"] = "letters"
 
 
 class VerifierOutput(Record):
@@ -445,6 +470,7 @@ class Decision(Record):
     deciding_rule: str = ""
     response: str | None = None
     bundle: EvidenceBundle
+    agreement: Agreement | None = None
     verifier_outputs: list[VerifierOutput] = Field(default_factory=list)
     steps: list[AdjudicationStep] = Field(default_factory=list)
     usage: list[CallUsage] = Field(default_factory=list)
@@ -456,11 +482,15 @@ class Decision(Record):
     def letters(self) -> tuple[str, ...]:
         return self.answer.letters if self.answer else ()
 
+    def lm_calls(self) -> int:
+        """LM calls that reached a model (cache hits and retrieval/search rows excluded)."""
+        return sum(u.calls for u in self.usage if u.role != "tool" and not u.cached)
+
     def total_usage(self) -> CallUsage:
         return CallUsage(
             stage="total",
             role="all",
-            calls=sum(u.calls for u in self.usage if not u.cached),
+            calls=self.lm_calls(),
             prompt_tokens=sum(u.prompt_tokens for u in self.usage),
             completion_tokens=sum(u.completion_tokens for u in self.usage),
             seconds=round(sum(u.seconds for u in self.usage), 3),

@@ -1,0 +1,128 @@
+"""Test doubles as library code: a scripted LM that answers each CLEAR stage from a table.
+
+`ScriptedEngine` is a DSPy 3.4 engine. It recognises which stage is calling from the output fields named
+in the system prompt (and, for the shared evidence-answer signature, from the passage ids it was shown),
+and answers with the scripted fields in ChatAdapter format. A script value may be a dict of output
+fields, a raw string (sent verbatim, e.g. to test unparseable output), an exception instance (raised),
+or a callable of the call returning one of those. Every call is recorded for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import dspy
+from dspy.lm15 import Message, Request, Response, TextPart, Usage
+
+# Output-field signatures of each stage's DSPy signature: the most specific first.
+_STAGE_BY_FIELDS: list[tuple[str, tuple[str, ...]]] = [
+    ("verifier", ("route", "confidence")),
+    ("guard", ("supports_challenger",)),
+    ("audit", ("clearly_supports_challenger",)),
+    ("agreement", ("parametric_equals_local",)),
+    ("source_quality", ("quality_labels",)),
+    ("followup_query", ("query",)),
+    ("format_gate", ("letters",)),
+    ("response", ("response",)),
+    ("evidence_answer", ("cited_ids",)),
+    ("parametric", ("rationale", "answer")),
+]
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    stage: str
+    system: str
+    user: str
+
+
+Reply = Mapping[str, object] | str | BaseException
+ScriptValue = Reply | Callable[[ScriptedCall], Reply]
+
+
+def _output_fields(system: str) -> str:
+    marker = "Your output fields are:"
+    start = system.find(marker)
+    end = system.find("All interactions will be structured", start)
+    return system[start:end] if start >= 0 else ""
+
+
+def identify_stage(system: str, user: str) -> str:
+    fields = _output_fields(system)
+    for stage, names in _STAGE_BY_FIELDS:
+        if all(f"`{name}`" in fields for name in names):
+            if stage == "evidence_answer":
+                return "local_answer" if "[L1]" in user else "dynamic_answer"
+            return stage
+    return "unknown"
+
+
+def format_chat_reply(fields: Mapping[str, object]) -> str:
+    parts = []
+    for name, value in fields.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        parts.append(f"[[ ## {name} ## ]]\n{text}")
+    parts.append("[[ ## completed ## ]]")
+    return "\n\n".join(parts)
+
+
+@dataclass
+class ScriptedEngine:
+    script: dict[str, ScriptValue]
+    calls: list[ScriptedCall] = field(default_factory=list)
+    serializes_calls: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def complete(self, request: Request) -> Response:
+        system = request.system if isinstance(request.system, str | None) else "".join(p.text for p in request.system)
+        system = system or ""
+        user = "\n".join(m.text or "" for m in request.messages if m.role == "user")
+        stage = identify_stage(system, user)
+        call = ScriptedCall(stage=stage, system=system, user=user)
+        with self._lock:
+            self.calls.append(call)
+        value = self.script.get(stage)
+        if value is None:
+            raise KeyError(f"ScriptedEngine has no reply for stage {stage!r}")
+        if callable(value) and not isinstance(value, BaseException):
+            value = value(call)
+        if isinstance(value, BaseException):
+            raise value
+        text = value if isinstance(value, str) else format_chat_reply(value)
+        return Response(
+            id=None,
+            model="scripted",
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="stop",
+            usage=Usage(input_tokens=max(1, len((system + user).split())), output_tokens=max(1, len(text.split()))),
+        )
+
+    def close(self) -> None:
+        return None
+
+    def __deepcopy__(self, memo: dict[int, object]) -> ScriptedEngine:
+        return self
+
+    def stages(self) -> list[str]:
+        return [call.stage for call in self.calls]
+
+
+class _AsyncScriptedEngine:
+    def __init__(self, sync: ScriptedEngine) -> None:
+        self.sync = sync
+
+    async def complete(self, request: Request) -> Response:
+        return self.sync.complete(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def scripted_lm(script: dict[str, ScriptValue], *, model: str = "local/scripted") -> tuple[dspy.LM, ScriptedEngine]:
+    """A non-caching dspy.LM answering from `script`, and its engine (for call assertions)."""
+    engine = ScriptedEngine(script=dict(script))
+    lm = dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False, num_retries=0)
+    return lm, engine

@@ -1,0 +1,354 @@
+"""The adjudication procedure (CLEAR 2.3 and A.2): verifier, bounded follow-up, override guard, challenge audit.
+
+`adjudicate` is the whole control flow over typed records. Its side effects (LM judgements, searches) go
+through an `AdjudicationActions` object: the live program supplies LM-backed actions, and threshold tuning
+supplies actions replayed from a stored Decision, so both run exactly the same rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from clearmed.programs.rules import (
+    RuleId,
+    answer_for_route,
+    answered,
+    audit_accepts,
+    audit_applies,
+    audit_has_evidence,
+    guard_applies,
+    guard_default,
+    guard_grants,
+    guard_may_search,
+    heuristic_verify,
+    is_unanimous,
+    may_follow_up,
+)
+from clearmed.signatures.records import (
+    AdjudicationStep,
+    Agreement,
+    Answer,
+    AuditAssessment,
+    Confidence,
+    EvidenceBundle,
+    FollowUpRound,
+    GuardAssessment,
+    Route,
+    StepError,
+    Thresholds,
+    VerifierOutput,
+)
+
+
+class AdjudicationActions(Protocol):
+    """The judgement calls the rules need. Implementations record failures instead of raising."""
+
+    def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]: ...
+
+    def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound: ...
+
+    def assess_guard(
+        self, bundle: EvidenceBundle, default: Answer, challenger: Answer
+    ) -> GuardAssessment | StepError: ...
+
+    def assess_audit(
+        self, bundle: EvidenceBundle, default: Answer, challenger: Answer
+    ) -> AuditAssessment | StepError: ...
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """Which mechanisms are switched on (the paper's ablations switch them off one at a time)."""
+
+    guard: bool = True
+    audit: bool = True
+    followup: bool = True
+
+
+@dataclass
+class Adjudicated:
+    """The adjudication layer's result: d = (a*, z*, j*, gamma*, B*) plus its trail."""
+
+    answer: Answer | None
+    route: Route | None
+    rationale: str
+    confidence: Confidence
+    rule: RuleId
+    bundle: EvidenceBundle
+    steps: list[AdjudicationStep] = field(default_factory=list)
+    verifier_outputs: list[VerifierOutput] = field(default_factory=list)
+
+
+def _with_round(bundle: EvidenceBundle, round_: FollowUpRound) -> EvidenceBundle:
+    """B' = Merge(B, E_follow, P_follow, S_follow)."""
+    return bundle.model_copy(update={"followups": [*bundle.followups, round_]})
+
+
+def _followup_step(round_: FollowUpRound, trigger: str) -> AdjudicationStep:
+    found = len(round_.passages)
+    quality = round_.source_quality
+    outcome = f"query {round_.query!r}: {found} results (high={quality.n_high}, medium={quality.n_medium})"
+    return AdjudicationStep(mechanism="followup", trigger=trigger, outcome=outcome, error=round_.error)
+
+
+def _verifier_step(output: VerifierOutput, rule: RuleId, trigger: str) -> AdjudicationStep:
+    shown = output.answer.display() if output.answer else "-"
+    return AdjudicationStep(
+        mechanism="verifier" if output.mode == "lm" else "fallback",
+        trigger=trigger,
+        rule=rule,
+        outcome=f"route {output.route}, answer {shown}, confidence {output.confidence}",
+        answer=output.answer,
+        route=output.route,
+        verifier=output,
+        error=output.error,
+    )
+
+
+def adjudicate(
+    bundle: EvidenceBundle,
+    agreement: Agreement,
+    thresholds: Thresholds,
+    actions: AdjudicationActions,
+    mechanisms: Mechanisms = Mechanisms(),
+) -> Adjudicated:
+    steps: list[AdjudicationStep] = []
+    outputs: list[VerifierOutput] = []
+    if not answered(bundle):
+        return Adjudicated(None, None, "no pathway produced an answer", "low", "no_pathway_answered", bundle, steps)
+
+    if thresholds.unanimity_fast_path and is_unanimous(agreement):
+        answer = bundle.candidate("parametric").answer
+        steps.append(
+            AdjudicationStep(
+                mechanism="agreement",
+                rule="unanimity_fast_path",
+                answer=answer,
+                route="consensus",
+                outcome="all three pathways agree; verifier skipped",
+            )
+        )
+        return Adjudicated(
+            answer, "consensus", "all three pathways agree", "high", "unanimity_fast_path", bundle, steps
+        )
+
+    # 2.3.1 verifier, with bounded 2.3.3 follow-up rounds while it asks for more evidence.
+    rounds = 0
+    trigger = "initial bundle"
+    while True:
+        output, rule = actions.verify(bundle, agreement)
+        outputs.append(output)
+        steps.append(_verifier_step(output, rule, trigger))
+        if output.route != "needs_more_search":
+            break
+        if mechanisms.followup and may_follow_up(rounds, thresholds):
+            round_ = actions.follow_up(bundle, "needs_more_search")
+            bundle = _with_round(bundle, round_)
+            rounds += 1
+            steps.append(_followup_step(round_, f"needs_more_search (round {rounds})"))
+            trigger = f"bundle after follow-up round {rounds}"
+            continue
+        output, heuristic_rule = heuristic_verify(bundle, agreement, bundle.dynamic_quality(), allow_more_search=False)
+        outputs.append(output)
+        steps.append(
+            AdjudicationStep(
+                mechanism="fallback",
+                trigger="needs_more_search with no follow-up left",
+                rule="followup_bound_reached",
+                outcome=f"deterministic verifier: {heuristic_rule}",
+                answer=output.answer,
+                route=output.route,
+                verifier=output,
+            )
+        )
+        rule = heuristic_rule
+        break
+
+    answer = answer_for_route(output.route, bundle, agreement)
+    if answer is None:  # a route the candidates cannot back (possible in replayed records): stay conservative
+        output, rule = heuristic_verify(bundle, agreement, bundle.dynamic_quality(), allow_more_search=False)
+        outputs.append(output)
+        steps.append(_verifier_step(output, rule, "verifier route not backed by any candidate"))
+        answer = answer_for_route(output.route, bundle, agreement)
+    route: Route = output.route
+    rationale = output.rationale
+    confidence: Confidence = output.confidence
+
+    if mechanisms.guard and guard_applies(route, bundle, agreement):
+        return _run_guard(bundle, agreement, thresholds, actions, mechanisms, steps, outputs, rationale, confidence)
+    if mechanisms.audit and audit_applies(route, agreement):
+        return _run_audit(bundle, thresholds, actions, mechanisms, steps, outputs, route, rationale, confidence)
+    return Adjudicated(answer, route, rationale, confidence, rule, bundle, steps, outputs)
+
+
+def _run_guard(
+    bundle: EvidenceBundle,
+    agreement: Agreement,
+    thresholds: Thresholds,
+    actions: AdjudicationActions,
+    mechanisms: Mechanisms,
+    steps: list[AdjudicationStep],
+    outputs: list[VerifierOutput],
+    rationale: str,
+    confidence: Confidence,
+) -> Adjudicated:
+    default, default_route = guard_default(bundle, agreement)
+    challenger = bundle.candidate("dynamic").answer
+    assert challenger is not None  # guard_applies requires a dynamic answer
+    trigger = "verifier proposed accept_dynamic against " + (
+        "the parametric-local consensus" if agreement.parametric_local else "the other pathways"
+    )
+
+    def finish(
+        rule: RuleId,
+        outcome: str,
+        granted: bool,
+        assessment: GuardAssessment | None = None,
+        error: StepError | None = None,
+    ) -> Adjudicated:
+        answer, route = (challenger, "accept_dynamic") if granted else (default, default_route)
+        steps.append(
+            AdjudicationStep(
+                mechanism="guard",
+                trigger=trigger,
+                rule=rule,
+                outcome=outcome,
+                answer=answer,
+                route=route,
+                guard=assessment,
+                error=error,
+            )
+        )  # type: ignore[arg-type]
+        note = f"Override guard: {outcome}."
+        return Adjudicated(
+            answer,
+            route,
+            f"{note} {rationale}".strip(),
+            confidence if granted else "medium",  # type: ignore[arg-type]
+            rule,
+            bundle,
+            steps,
+            outputs,
+        )
+
+    quality = bundle.dynamic_quality()
+    if not guard_may_search(quality, thresholds):
+        return finish(
+            "guard_rejected_few_high_quality",
+            f"override rejected without follow-up: {quality.n_high} high-quality sources "
+            f"(needs {thresholds.guard_min_high})",
+            granted=False,
+        )
+    if mechanisms.followup:
+        round_ = actions.follow_up(bundle, "guard")
+        bundle = _with_round(bundle, round_)
+        steps.append(_followup_step(round_, "override guard"))
+    assessment = actions.assess_guard(bundle, default, challenger)
+    if isinstance(assessment, StepError):
+        return finish(
+            "guard_assessment_failed",
+            "guard assessment failed; default kept",
+            granted=False,
+            error=assessment,
+        )
+    if guard_grants(assessment):
+        return finish(
+            "guard_granted",
+            "all five override conditions hold; override granted",
+            granted=True,
+            assessment=assessment,
+        )
+    failed = [name for name, held in assessment.model_dump(exclude={"rationale"}).items() if not held]
+    return finish(
+        "guard_rejected_conditions",
+        f"override rejected: not {', not '.join(failed)}",
+        granted=False,
+        assessment=assessment,
+    )
+
+
+def _run_audit(
+    bundle: EvidenceBundle,
+    thresholds: Thresholds,
+    actions: AdjudicationActions,
+    mechanisms: Mechanisms,
+    steps: list[AdjudicationStep],
+    outputs: list[VerifierOutput],
+    route: Route,
+    rationale: str,
+    confidence: Confidence,
+) -> Adjudicated:
+    default = bundle.candidate("parametric").answer
+    challenger = bundle.candidate("dynamic").answer
+    # audit_applies requires both answers
+    assert default is not None
+    assert challenger is not None
+    kept_route: Route = route if route in ("consensus", "keep_parametric", "keep_local") else "consensus"
+    trigger = "dynamic answer challenges the parametric-local consensus"
+
+    def finish(
+        rule: RuleId,
+        outcome: str,
+        accepted: bool,
+        assessment: AuditAssessment | None = None,
+        error: StepError | None = None,
+    ) -> Adjudicated:
+        answer, final_route = (challenger, "accept_dynamic") if accepted else (default, kept_route)
+        steps.append(
+            AdjudicationStep(
+                mechanism="audit",
+                trigger=trigger,
+                rule=rule,
+                outcome=outcome,
+                answer=answer,
+                route=final_route,
+                audit=assessment,
+                error=error,
+            )
+        )  # type: ignore[arg-type]
+        note = f"Challenge audit: {outcome}."
+        return Adjudicated(
+            answer,
+            final_route,
+            f"{note} {rationale}".strip(),  # type: ignore[arg-type]
+            "medium" if accepted else confidence,
+            rule,
+            bundle,
+            steps,
+            outputs,
+        )
+
+    if mechanisms.followup:
+        round_ = actions.follow_up(bundle, "audit")
+        bundle = _with_round(bundle, round_)
+        steps.append(_followup_step(round_, "challenge audit"))
+    quality = bundle.dynamic_quality()
+    if not audit_has_evidence(quality, thresholds):
+        return finish(
+            "audit_rejected_evidence_counts",
+            f"challenge not considered: {quality.n_high} high and {quality.n_medium} medium sources "
+            f"(needs {thresholds.audit_min_high} high or {thresholds.audit_min_medium} medium)",
+            accepted=False,
+        )
+    assessment = actions.assess_audit(bundle, default, challenger)
+    if isinstance(assessment, StepError):
+        return finish(
+            "audit_assessment_failed",
+            "audit assessment failed; consensus kept",
+            accepted=False,
+            error=assessment,
+        )
+    if audit_accepts(assessment):
+        return finish(
+            "audit_accepted",
+            "the follow-up evidence clearly supports the challenger",
+            accepted=True,
+            assessment=assessment,
+        )
+    return finish(
+        "audit_rejected_not_clearly_supported",
+        "the evidence does not clearly support the challenger",
+        accepted=False,
+        assessment=assessment,
+    )

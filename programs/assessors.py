@@ -1,0 +1,160 @@
+"""The LM judgements the adjudication rules consume: targeted follow-up search, override guard and
+challenge audit assessments (CLEAR 2.3.2-2.3.3). Each returns typed records or a recorded error."""
+
+from __future__ import annotations
+
+import dspy
+
+from clearmed.programs.answers import format_options
+from clearmed.programs.formatting import render_question
+from clearmed.programs.pathways import search_web
+from clearmed.programs.quality import SourceQualityAssessor, label_passages
+from clearmed.programs.rules import competing_answers
+from clearmed.programs.run_context import current
+from clearmed.programs.shared import Shared
+from clearmed.programs.stage import run_stage
+from clearmed.programs.verifier import render_dynamic_evidence
+from clearmed.retrieval.base import WebSearch
+from clearmed.signatures.clear import AssessChallenge, AssessOverride, GenerateFollowUpQuery
+from clearmed.signatures.records import (
+    Answer,
+    AuditAssessment,
+    EvidenceBundle,
+    FollowUpRound,
+    GuardAssessment,
+    Question,
+    StepError,
+)
+
+
+def describe_answer(answer: Answer, question: Question) -> str:
+    """An answer as the assessors see it: letters with their option texts."""
+    if answer.letters and question.options:
+        return "; ".join(f"{letter}. {question.options.get(letter, '?')}" for letter in answer.letters)
+    return answer.display()
+
+
+def conflict_description(bundle: EvidenceBundle) -> tuple[str, str]:
+    """(conflict, competing options) for the follow-up query: who said what, and the options in play."""
+    question = bundle.question
+    lines = [
+        f"{c.pathway}: {describe_answer(c.answer, question) if c.answer else '(no answer)'}" for c in bundle.candidates
+    ]
+    competing = competing_answers(bundle)
+    options = ""
+    if question.options:
+        letters = sorted({letter for _, answer in competing for letter in answer.letters})
+        options = "\n".join(f"{letter}. {question.options[letter]}" for letter in letters)
+    return "\n".join(lines), options
+
+
+def fallback_query(bundle: EvidenceBundle) -> str:
+    """When the query LM fails: the question stem plus the competing options' texts (still targeted)."""
+    _, options = conflict_description(bundle)
+    texts = " vs ".join(line.split(". ", 1)[-1] for line in options.splitlines())
+    return f"{bundle.question.text[:300]} {texts}".strip()
+
+
+class FollowUpSearch(dspy.Module):
+    """q~ = Q_follow(q, B, o0); E, P = Search(q~); S = AssessQuality(...): one bounded follow-up round."""
+
+    def __init__(self, search: WebSearch | None, assessor: SourceQualityAssessor) -> None:
+        super().__init__()
+        self.query = dspy.Predict(GenerateFollowUpQuery)
+        self.search = Shared(search)
+        self.assessor = assessor
+
+    def forward(self, bundle: EvidenceBundle, trigger: str) -> dspy.Prediction:
+        search: WebSearch | None = self.search.value
+        round_number = len(bundle.followups) + 1
+        if search is None:
+            error = StepError(stage="followup_search", kind="search_error", message="no web search configured")
+            return dspy.Prediction(round=FollowUpRound(trigger=trigger, error=error))  # type: ignore[arg-type]
+        conflict, options = conflict_description(bundle)
+        result = run_stage(
+            "followup_query",
+            self.query,
+            question=render_question(bundle.question),
+            conflict=conflict,
+            competing_options=options,
+        )
+        query = str(result.prediction.query).strip() if result.prediction is not None else ""
+        if not query:
+            query = fallback_query(bundle)
+        passages, error = search_web(
+            search, query, current().settings.dynamic_k, "followup_search", f"F{round_number}."
+        )
+        error = error or result.error
+        if not passages:
+            return dspy.Prediction(round=FollowUpRound(trigger=trigger, query=query, error=error))  # type: ignore[arg-type]
+        assessed = self.assessor(question_text=bundle.question.text, passages=passages, stage="followup_quality")
+        round_ = FollowUpRound(
+            trigger=trigger,  # type: ignore[arg-type]
+            query=query,
+            passages=label_passages(passages, assessed.quality),
+            source_quality=assessed.quality,
+            error=error or assessed.error,
+        )
+        return dspy.Prediction(round=round_)
+
+
+class OverrideGuard(dspy.Module):
+    """Assesses the guard's five conditions on the follow-up evidence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.assess = dspy.Predict(AssessOverride)
+
+    def forward(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
+        question = bundle.question
+        result = run_stage(
+            "guard",
+            self.assess,
+            question=render_question(question),
+            options=format_options(question),
+            default_answer=describe_answer(default, question),
+            challenger_answer=describe_answer(challenger, question),
+            evidence=render_dynamic_evidence(bundle, current().settings.passage_words),
+        )
+        if result.prediction is None:
+            assert result.error is not None
+            return result.error
+        pred = result.prediction
+        return GuardAssessment(
+            supports_challenger=bool(pred.supports_challenger),
+            default_not_better_supported=bool(pred.default_not_better_supported),
+            aligned_with_question=bool(pred.aligned_with_question),
+            supports_exact_option=bool(pred.supports_exact_option),
+            no_unresolved_conflict=bool(pred.no_unresolved_conflict),
+            rationale=str(pred.rationale or ""),
+        )
+
+
+class ChallengeAudit(dspy.Module):
+    """Assesses whether the follow-up evidence clearly supports the dynamic challenger."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.assess = dspy.Predict(AssessChallenge)
+
+    def forward(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> AuditAssessment | StepError:
+        question = bundle.question
+        result = run_stage(
+            "audit",
+            self.assess,
+            question=render_question(question),
+            options=format_options(question),
+            default_answer=describe_answer(default, question),
+            challenger_answer=describe_answer(challenger, question),
+            evidence=render_dynamic_evidence(bundle, current().settings.passage_words),
+        )
+        if result.prediction is None:
+            assert result.error is not None
+            return result.error
+        pred = result.prediction
+        return AuditAssessment(
+            clearly_supports_challenger=bool(pred.clearly_supports_challenger),
+            aligned_with_question=bool(pred.aligned_with_question),
+            supports_exact_option=bool(pred.supports_exact_option),
+            rationale=str(pred.rationale or ""),
+        )

@@ -1,0 +1,238 @@
+"""The composed CLEAR program: pathways -> agreement -> verifier -> adjudication -> task adapter -> Decision."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import dspy
+
+from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
+from clearmed.programs.assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
+from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
+from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
+from clearmed.programs.rules import RuleId
+from clearmed.programs.run_context import Ledger, RunContext, activate, current
+from clearmed.programs.settings import ProgramSettings
+from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
+from clearmed.programs.verifier import AggregationVerifier, CandidateAgreement
+from clearmed.retrieval.base import Retriever, WebSearch
+from clearmed.signatures.records import (
+    AdjudicationStep,
+    Agreement,
+    Answer,
+    AuditAssessment,
+    Decision,
+    EvidenceBundle,
+    FollowUpRound,
+    GuardAssessment,
+    Question,
+    StepError,
+    Thresholds,
+    VerifierOutput,
+)
+
+
+def lm_serves_concurrently(lm: dspy.BaseLM | None) -> bool:
+    """Remote backends take concurrent calls; an in-process engine that serialises its calls does not."""
+    engine = getattr(lm, "engine", None)
+    return not getattr(engine, "serializes_calls", False)
+
+
+class _LiveActions:
+    """AdjudicationActions backed by the program's LM modules and web search."""
+
+    def __init__(self, program: CLEAR) -> None:
+        self.program = program
+
+    def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
+        result = self.program.verifier(bundle=bundle, agreement=agreement)
+        return result.output, result.rule
+
+    def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
+        return self.program.followup(bundle=bundle, trigger=trigger).round
+
+    def assess_guard(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
+        return self.program.guard(bundle=bundle, default=default, challenger=challenger)
+
+    def assess_audit(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> AuditAssessment | StepError:
+        return self.program.audit(bundle=bundle, default=default, challenger=challenger)
+
+
+class CLEAR(dspy.Module):
+    """Cross-source evidence adjudication for one question at a time.
+
+    Evidence backends, LMs per role, settings and thresholds are plain attributes: they come from the
+    config, are never saved with the program's DSPy state, and survive optimizers' `reset_copy()` because
+    each stage picks its LM from the run context inside `forward`.
+    """
+
+    def __init__(
+        self,
+        retriever: Retriever | None = None,
+        web_search: WebSearch | None = None,
+        *,
+        settings: ProgramSettings | None = None,
+        thresholds: Thresholds | None = None,
+        quality_priors: QualityPriors | None = None,
+        role_lms: dict[str, dspy.BaseLM] | None = None,
+    ) -> None:
+        super().__init__()
+        self.gate = FormatGate()
+        self.quality = SourceQualityAssessor(quality_priors)
+        self.parametric = ParametricPathway(self.gate)
+        self.local = LocalPathway(retriever, self.gate)
+        self.dynamic = DynamicPathway(web_search, self.quality, self.gate)
+        self.agreement = CandidateAgreement()
+        self.verifier = AggregationVerifier()
+        self.followup = FollowUpSearch(web_search, self.quality)
+        self.guard = OverrideGuard()
+        self.audit = ChallengeAudit()
+        self.responder = ResponseGenerator()
+        self.settings = settings or ProgramSettings()
+        self.thresholds = thresholds or Thresholds()
+        self.role_lms = dict(role_lms or {})
+        self.program_name = "clear"
+
+    # ------------------------------------------------------------------------------------------ pathways
+
+    def _parallel(self, context: RunContext) -> bool:
+        mode = self.settings.parallel_pathways
+        if mode != "auto":
+            return mode == "on"
+        return all(lm_serves_concurrently(lm) for lm in (context.role_lms.get("main") or dspy.settings.lm,))
+
+    def _run_pathways(self, question: Question) -> list[dspy.Prediction]:
+        calls: list[Callable[[], dspy.Prediction]] = [
+            lambda: self.parametric(question=question),
+            lambda: self.local(question=question),
+            lambda: self.dynamic(question=question),
+        ]
+        if not self._parallel(current()):
+            return [call() for call in calls]
+        with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="clearmed-pathway") as pool:
+            # Each thread runs in a copy of this context, so dspy settings and the run context follow it.
+            futures = [pool.submit(contextvars.copy_context().run, call) for call in calls]
+            return [future.result() for future in futures]
+
+    def gather(self, question: Question) -> tuple[EvidenceBundle, list[AdjudicationStep]]:
+        """B = Aggregate(q, C, S): the three candidates, their evidence and the dynamic quality labels."""
+        parametric, local, dynamic = self._run_pathways(question)
+        bundle = EvidenceBundle(
+            question=question,
+            candidates=[parametric.candidate, local.candidate, dynamic.candidate],
+            local_passages=local.passages,
+            dynamic_passages=dynamic.passages,
+            source_quality=dynamic.quality,
+        )
+        steps = [
+            AdjudicationStep(
+                mechanism="pathways",
+                trigger=c.pathway,
+                outcome=f"{c.pathway}: {c.answer.display() if c.answer else 'no answer'}",
+                answer=c.answer,
+                error=c.error,
+            )
+            for c in bundle.candidates
+        ]
+        quality_error = getattr(dynamic, "quality_error", None)
+        if quality_error is not None:
+            steps.append(
+                AdjudicationStep(
+                    mechanism="pathways",
+                    trigger="source quality",
+                    outcome=f"quality labels from {dynamic.quality.origin}",
+                    error=quality_error,
+                )
+            )
+        return bundle, steps
+
+    # ------------------------------------------------------------------------------------------ forward
+
+    def forward(self, question: Question) -> dspy.Prediction:
+        if not isinstance(question, Question):
+            raise TypeError(f"CLEAR expects a Question record, got {type(question).__name__}")
+        context = RunContext(settings=self.settings, role_lms=self.role_lms, ledger=Ledger())
+        with activate(context):
+            decision = self._decide(question, context)
+        return dspy.Prediction(decision=decision, answer=decision.answer, route=decision.route)
+
+    def _decide(self, question: Question, context: RunContext) -> Decision:
+        bundle, steps = self.gather(question)
+        agreed = self.agreement(bundle=bundle)
+        agreement: Agreement = agreed.agreement
+        if agreed.error is not None:
+            steps.append(AdjudicationStep(mechanism="agreement", outcome="normaliser used", error=agreed.error))
+        mechanisms = Mechanisms(
+            guard=self.settings.enable_guard,
+            audit=self.settings.enable_audit,
+            followup=self.settings.enable_followup,
+        )
+        result = adjudicate(bundle, agreement, self.thresholds, _LiveActions(self), mechanisms)
+        steps.extend(result.steps)
+        return self._finish(question, result, agreement, steps, context)
+
+    def _finish(
+        self,
+        question: Question,
+        result: Adjudicated,
+        agreement: Agreement,
+        steps: list[AdjudicationStep],
+        context: RunContext,
+    ) -> Decision:
+        common = {
+            "question_id": question.id,
+            "bundle": result.bundle,
+            "agreement": agreement,
+            "verifier_outputs": result.verifier_outputs,
+            "thresholds": self.thresholds,
+            "program": self.program_name,
+        }
+        if result.answer is None:
+            errors = "; ".join(
+                f"{c.pathway}: {c.error.message}" for c in result.bundle.candidates if c.error is not None
+            )
+            return Decision(
+                status="failed",
+                rationale=result.rationale,
+                deciding_rule=result.rule,
+                steps=steps,
+                usage=context.ledger.rows,
+                error=f"no pathway could answer the question ({errors or 'no detail'})",
+                **common,  # type: ignore[arg-type]
+            )
+        response = None
+        if question.is_mcq:
+            valid = gate_accepts(result.answer, question)
+            steps.append(
+                AdjudicationStep(
+                    mechanism="format_gate",
+                    rule="format_gate",
+                    outcome="valid option set" if valid else "not a valid option set for this question",
+                    answer=result.answer,
+                )
+            )
+        else:
+            generated = self.responder(bundle=result.bundle, conclusion=result.answer, rationale=result.rationale)
+            response = generated.response or result.answer.display()
+            valid = True
+            steps.append(
+                AdjudicationStep(
+                    mechanism="response",
+                    outcome="response generated" if generated.error is None else "conclusion returned as is",
+                    error=generated.error,
+                )
+            )
+        return Decision(
+            status="answered" if valid else "unparsed",
+            answer=result.answer if valid else None,
+            route=result.route,
+            rationale=result.rationale,
+            confidence=result.confidence,
+            deciding_rule=result.rule,
+            response=response,
+            steps=steps,
+            usage=context.ledger.rows,
+            **common,  # type: ignore[arg-type]
+        )

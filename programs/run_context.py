@@ -1,0 +1,60 @@
+"""Per-question state shared by every stage: the settings, the LMs per role and the usage ledger.
+
+It travels in a context variable so that pathway modules keep plain DSPy `forward` signatures, and so
+that concurrent questions (DSPy's threaded `Evaluate`/`batch`) each get their own ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import dspy
+
+from clearmed.programs.settings import ASSESSOR_STAGES, ProgramSettings
+from clearmed.signatures.records import CallUsage
+
+
+@dataclass
+class Ledger:
+    """Usage rows appended by concurrent stages of one question."""
+
+    rows: list[CallUsage] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, row: CallUsage) -> None:
+        with self._lock:
+            self.rows.append(row)
+
+
+@dataclass
+class RunContext:
+    settings: ProgramSettings = field(default_factory=ProgramSettings)
+    role_lms: dict[str, dspy.BaseLM] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)
+
+    def lm_for(self, stage: str) -> tuple[str, dspy.BaseLM | None]:
+        """The (role, LM) a stage runs on: the assessor for quality judgements when one is configured."""
+        if stage in ASSESSOR_STAGES and "assessor" in self.role_lms:
+            return "assessor", self.role_lms["assessor"]
+        return "main", self.role_lms.get("main") or dspy.settings.lm
+
+
+_CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("clearmed_run", default=None)
+
+
+def current() -> RunContext:
+    """The active run context, or a default one (main LM from dspy.settings, no ledger kept)."""
+    return _CURRENT.get() or RunContext()
+
+
+@contextlib.contextmanager
+def activate(context: RunContext) -> Iterator[RunContext]:
+    token = _CURRENT.set(context)
+    try:
+        yield context
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,53 @@
+"""How the program runs: evidence counts, prompt budgets, modes and ablation switches.
+
+Thresholds that decide routes live in `signatures.records.Thresholds`; everything here changes how much
+evidence and text the LM steps see, which of them run, and how. Defaults suit a strong hosted backbone
+(the paper's k=16 and 8 results); `configs/embedded.toml` shrinks them for the small in-process model.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from clearmed.signatures.records import Record
+
+Stage = Literal[
+    "parametric",
+    "local_retrieval",
+    "local_answer",
+    "dynamic_search",
+    "source_quality",
+    "dynamic_answer",
+    "agreement",
+    "verifier",
+    "followup_query",
+    "followup_search",
+    "followup_quality",
+    "guard",
+    "audit",
+    "format_gate",
+    "response",
+]
+
+# Stages the paper's dual-model variant hands to a second model: everything that judges evidence quality.
+ASSESSOR_STAGES: frozenset[str] = frozenset({"source_quality", "followup_quality", "guard", "audit"})
+
+
+class ProgramSettings(Record):
+    local_k: int = Field(default=16, ge=0, description="local passages per question (paper: 16)")
+    dynamic_k: int = Field(default=8, ge=0, description="web results per search (paper: 8)")
+    passage_words: int | None = Field(default=None, ge=10, description="truncate each passage to N words")
+    query_includes_options: bool = Field(default=False, description="append options to the retrieval query")
+    verifier_mode: Literal["lm", "heuristic"] = "lm"
+    agreement_mode: Literal["normaliser", "lm"] = Field(
+        default="normaliser", description="how free-text candidates are compared (MCQ always by letter set)"
+    )
+    format_gate_lm: bool = Field(default=True, description="ask the LM to map unparseable answers onto options")
+    parallel_pathways: Literal["auto", "on", "off"] = "auto"
+    json_fallback: bool = Field(default=True, description="retry a failed ChatAdapter parse with JSONAdapter")
+    max_tokens: dict[Stage, int] = Field(default_factory=dict, description="per-stage output token caps")
+    enable_guard: bool = True
+    enable_audit: bool = True
+    enable_followup: bool = True
