@@ -1,4 +1,4 @@
-"""Test doubles as library code: a scripted LM that answers each CLEAR stage from a table.
+"""Test doubles as library code: a scripted LM that answers each CLEAR stage from a table, and a toy world.
 
 `ScriptedEngine` is a DSPy 3.4 engine. It recognises which stage is calling from the output fields named
 in the system prompt (and, for the shared evidence-answer signature, from the passage ids it was shown),
@@ -10,12 +10,19 @@ or a callable of the call returning one of those. Every call is recorded for ass
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import dspy
 from dspy.lm15 import Message, Request, Response, TextPart, Usage
+
+from clearmed.programs.clear import CLEAR
+from clearmed.programs.settings import ProgramSettings
+from clearmed.retrieval.base import Retriever, WebSearch
+from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch, web_passage
+from clearmed.signatures.records import Passage, Provenance, Question, Thresholds
 
 # Output-field signatures of each stage's DSPy signature: the most specific first.
 _STAGE_BY_FIELDS: list[tuple[str, tuple[str, ...]]] = [
@@ -126,3 +133,90 @@ def scripted_lm(script: dict[str, ScriptValue], *, model: str = "local/scripted"
     engine = ScriptedEngine(script=dict(script))
     lm = dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False, num_retries=0)
     return lm, engine
+
+
+# --------------------------------------------------------------------------------------------- a toy world
+# One MCQ with three local passages and two web pages, and helpers to script each stage's reply: enough to
+# drive every branch of the program in tests without a model.
+
+QUESTION = Question(
+    id="toy-1",
+    text="Which condition causes weight gain and cold intolerance?",
+    options={"A": "Hypothyroidism", "B": "Hyperthyroidism", "C": "Addison disease", "D": "Cushing syndrome"},
+    gold_letters=["A"],
+)
+
+LOCAL = [
+    Passage(
+        id=f"book-{i}",
+        title="Thyroid",
+        text=f"Hypothyroidism causes weight gain and cold intolerance (section {i}).",
+        pathway="local",
+        provenance=Provenance(kind="corpus", corpus="toy-textbook"),
+    )
+    for i in range(3)
+]
+WEB = [
+    web_passage(
+        "p1", "https://www.niddk.nih.gov/thyroid", "Hypothyroidism", "weight gain cold intolerance", "2024-05-01"
+    ),
+    web_passage("p2", "https://thyroid-blog.example.com/a", "My story", "weight gain and cold intolerance", None),
+]
+
+
+def label_all(label: str) -> Callable[[ScriptedCall], dict[str, object]]:
+    """A source-quality reply labelling every result id shown in the prompt."""
+
+    def reply(call: ScriptedCall) -> dict[str, object]:
+        ids = sorted(set(re.findall(r"^\[((?:W|F)[\d.]+)\]", call.user, flags=re.MULTILINE)))
+        return {"quality_labels": {i: label for i in ids}}
+
+    return reply
+
+
+def pathway_replies(parametric: str, local: str, dynamic: str) -> dict[str, ScriptValue]:
+    return {
+        "parametric": {"rationale": "from memory", "answer": parametric},
+        "local_answer": {"rationale": "the textbook says so", "cited_ids": ["L1"], "answer": local},
+        "dynamic_answer": {"rationale": "the web says so", "cited_ids": ["W1"], "answer": dynamic},
+    }
+
+
+def verifier_reply(route: str, answer: str = "A", confidence: str = "medium") -> dict[str, object]:
+    return {"rationale": "weighed the evidence", "answer": answer, "route": route, "confidence": confidence}
+
+
+GUARD_ALL_TRUE = {
+    "rationale": "strong",
+    "supports_challenger": True,
+    "default_not_better_supported": True,
+    "aligned_with_question": True,
+    "supports_exact_option": True,
+    "no_unresolved_conflict": True,
+}
+
+
+def build_toy_program(
+    script: dict[str, ScriptValue],
+    *,
+    question: Question = QUESTION,
+    thresholds: Thresholds | None = None,
+    settings: ProgramSettings | None = None,
+    retriever: Retriever | None = None,
+    web: WebSearch | None = None,
+    assessor: dict[str, ScriptValue] | None = None,
+) -> tuple[CLEAR, ScriptedEngine, ScriptedEngine | None]:
+    lm, engine = scripted_lm(script)
+    role_lms: dict[str, dspy.BaseLM] = {"main": lm}
+    assessor_engine = None
+    if assessor is not None:
+        assessor_lm, assessor_engine = scripted_lm(assessor, model="local/assessor")
+        role_lms["assessor"] = assessor_lm
+    program = CLEAR(
+        retriever if retriever is not None else InMemoryRetriever(LOCAL),
+        web if web is not None else InMemoryWebSearch(WEB),
+        settings=settings or ProgramSettings(json_fallback=False, parallel_pathways="off"),
+        thresholds=thresholds,
+        role_lms=role_lms,
+    )
+    return program, engine, assessor_engine

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from clearmed.signatures.records import (
+    PATHWAYS,
     Agreement,
     Answer,
     AuditAssessment,
@@ -104,8 +105,8 @@ def answer_for_route(route: Route, bundle: EvidenceBundle, agreement: Agreement)
     if route == "consensus":
         for pair, field in _PAIRS.items():
             if getattr(agreement, field):
-                first = sorted(pair)[0]
-                return bundle.candidate(first).answer  # type: ignore[arg-type]
+                first = next(name for name in PATHWAYS if name in pair)
+                return bundle.candidate(first).answer
         return None
     return None  # needs_more_search: no commitment yet
 
