@@ -81,9 +81,10 @@ class FollowUpSearch(dspy.Module):
         query = str(result.prediction.query).strip() if result.prediction is not None else ""
         if not query:
             query = fallback_query(bundle)
-        passages, error = search_web(
-            search, query, current().settings.dynamic_k, "followup_search", f"F{round_number}."
-        )
+        found, error = search_web(search, query, current().settings.dynamic_k, "followup_search", f"F{round_number}.")
+        # A page already in the bundle is not new evidence: counting it twice would inflate quality counts.
+        seen = {p.provenance.url or p.provenance.doc_id for p in bundle.all_dynamic_passages()}
+        passages = [p for p in found if (p.provenance.url or p.provenance.doc_id) not in seen]
         error = error or result.error
         if not passages:
             return dspy.Prediction(round=FollowUpRound(trigger=trigger, query=query, error=error))  # type: ignore[arg-type]

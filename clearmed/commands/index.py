@@ -1,0 +1,229 @@
+"""`clearmed index build|info`: build a bm25s index directory for the local pathway, and describe one.
+
+    clearmed index build --preset openstax --out indexes/openstax
+    clearmed index build --path my_corpus.parquet --id-field doc_id --text-field body --out indexes/mine
+    clearmed index build --config configs/default.toml          # the [corpus] table; flags override it
+    clearmed index info indexes/openstax [--json]
+
+A thin layer over `clearmed.retrieval`: parse flags into a `CorpusConfig`, call the library, print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from clearmed.retrieval.base import EvidenceError
+from clearmed.retrieval.bm25_sparse import BM25sRetriever, directory_size, read_manifest
+from clearmed.retrieval.config import CorpusConfig
+from clearmed.retrieval.corpus import CorpusError, IngestStats
+from clearmed.retrieval.factory import iter_corpus
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add `index` with its `build` and `info` subcommands to the CLI."""
+    index = subparsers.add_parser("index", help="build or inspect a local BM25 (bm25s) index")
+    commands = index.add_subparsers(dest="index_command", metavar="{build,info}", required=True)
+
+    build = commands.add_parser("build", help="index a corpus into a directory (bm25s, memory-mappable)")
+    source = build.add_mutually_exclusive_group()
+    source.add_argument("--preset", help="a shared corpus: openstax or medquad")
+    source.add_argument("--path", type=Path, help="a .jsonl or .parquet corpus file")
+    source.add_argument("--hub", help="a Hugging Face corpus id, e.g. MedRAG/textbooks (needs network)")
+    build.add_argument("--config", type=Path, help="a TOML file whose [corpus] table configures the corpus")
+    build.add_argument("--out", type=Path, help="index directory (default: corpus.index_dir of --config)")
+    build.add_argument("--name", help="corpus name recorded in passage provenance")
+    build.add_argument("--id-field", help="source field holding the document id (default: id)")
+    build.add_argument("--title-field", action="append", help="title field; repeat to join several")
+    build.add_argument("--text-field", action="append", help="text field; repeat to join several")
+    build.add_argument("--url-field", help="source field holding the page URL")
+    build.add_argument("--date-field", help="source field holding the publication date")
+    build.add_argument("--chunk-words", type=int, help="split documents into windows of this many words")
+    build.add_argument("--chunk-overlap", type=int, default=None, help="words shared by neighbouring windows")
+    build.add_argument("--stem", choices=["none", "simple"], help="tokenizer stemming (default: none)")
+    build.add_argument("--keep-stopwords", action="store_true", help="index stopwords too")
+    build.add_argument("--limit", type=int, help="read at most this many source rows")
+    build.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed rows")
+    build.add_argument("--data-root", type=Path, help="shared data folder for presets")
+    build.set_defaults(func=run_build)
+
+    info = commands.add_parser("info", help="describe an index directory")
+    info.add_argument("directory", type=Path)
+    info.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    info.set_defaults(func=run_info)
+
+
+def corpus_config_from_args(args: argparse.Namespace) -> CorpusConfig:
+    """The `[corpus]` table of --config (if any), overridden by flags. Raises ValueError with a clear message."""
+    data: dict[str, Any] = {}
+    if args.config is not None:
+        try:
+            table = tomllib.loads(args.config.read_text(encoding="utf-8")).get("corpus")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{args.config}: cannot read ({exc})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{args.config}: invalid TOML ({exc})") from None
+        if not isinstance(table, dict):
+            raise ValueError(f"{args.config}: no [corpus] table")
+        data.update(table)
+    for flag in ("preset", "path", "hub"):
+        if getattr(args, flag) is not None:
+            for other in ("preset", "path", "hub"):
+                data.pop(other, None)
+            data[flag] = getattr(args, flag)
+    if args.name:
+        data["name"] = args.name
+    if args.out is not None:
+        data["index_dir"] = args.out
+    fields = dict(data.get("fields") or {})
+    for flag, key in (("id_field", "id"), ("url_field", "url"), ("date_field", "date")):
+        if getattr(args, flag):
+            fields[key] = getattr(args, flag)
+    for flag, key in (("title_field", "title"), ("text_field", "text")):
+        values = getattr(args, flag)
+        if values:
+            fields[key] = values[0] if len(values) == 1 else values
+    if fields:
+        data["fields"] = fields
+    if args.chunk_words is not None:
+        chunking = {"words": args.chunk_words}
+        if args.chunk_overlap is not None:
+            chunking["overlap"] = args.chunk_overlap
+        data["chunking"] = chunking
+    tokenizer = dict(data.get("tokenizer") or {})
+    if args.stem:
+        tokenizer["stem"] = args.stem
+    if args.keep_stopwords:
+        tokenizer["stopwords"] = False
+    data["tokenizer"] = tokenizer
+    if args.limit is not None:
+        data["limit"] = args.limit
+    if args.skip_bad_rows:
+        data["on_error"] = "skip"
+    if args.data_root is not None:
+        data["data_root"] = args.data_root
+    data["backend"] = "bm25s"
+    try:
+        cfg = CorpusConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(['corpus', *map(str, e['loc'])])}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"invalid corpus settings: {problems}") from None
+    if cfg.index_dir is None:
+        raise ValueError("say where to write the index: --out DIR (or corpus.index_dir in --config)")
+    if cfg.preset is None and cfg.path is None and cfg.hub is None:
+        raise ValueError("say what to index: --preset, --path or --hub (or a source in --config)")
+    return cfg
+
+
+def run_build(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        cfg = corpus_config_from_args(args)
+    except ValueError as exc:
+        _error(err, exc)
+        return EXIT_BAD_INPUT
+    assert cfg.index_dir is not None
+    stats = IngestStats()
+    started = time.perf_counter()
+    try:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.completed:,} passages"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as progress:
+            task = progress.add_task(f"indexing {cfg.corpus_name()}", total=None)
+            index = BM25sRetriever.build(
+                iter_corpus(cfg, stats),
+                name=cfg.corpus_name(),
+                tokenizer=cfg.tokenizer,
+                directory=cfg.index_dir,
+                progress=lambda count: progress.update(task, completed=count),
+            )
+    except (CorpusError, EvidenceError, OSError) as exc:
+        _error(err, exc)
+        return EXIT_BAD_INPUT if isinstance(exc, CorpusError) else EXIT_FAILED
+    seconds = time.perf_counter() - started
+    print(
+        f"indexed {len(index):,} passages from {stats.rows:,} rows of {cfg.corpus_name()} "
+        f"into {cfg.index_dir} in {seconds:.1f} s"
+    )
+    if stats.skipped:
+        err.print(f"[yellow]skipped {stats.skipped:,} bad rows[/yellow]; first problems:", highlight=False)
+        for problem in stats.problems[:5]:
+            err.print(f"  {problem}", highlight=False, markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def index_info(directory: Path) -> dict[str, Any]:
+    """What `index info` shows, as plain data (raises EvidenceError for a non-index directory)."""
+    manifest = read_manifest(directory)
+    return {
+        "directory": str(directory),
+        "corpus": manifest.corpus,
+        "passages": manifest.passages,
+        "vocabulary": manifest.vocabulary,
+        "disk_bytes": directory_size(directory),
+        "built_at": manifest.built_at.isoformat(),
+        "tokenizer": manifest.tokenizer.model_dump(),
+        "bm25": {"method": manifest.method, "k1": manifest.k1, "b": manifest.b},
+        "bm25s_version": manifest.bm25s_version,
+        "format_version": manifest.format_version,
+    }
+
+
+def run_info(args: argparse.Namespace) -> int:
+    try:
+        info = index_info(args.directory)
+    except EvidenceError as exc:
+        _error(Console(stderr=True), exc)
+        return EXIT_BAD_INPUT
+    if args.json:
+        json.dump(info, sys.stdout, indent=2)
+        print()
+        return EXIT_OK
+    table = Table(title=f"index {info['directory']}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    table.add_row("corpus", info["corpus"])
+    table.add_row("passages", f"{info['passages']:,}")
+    table.add_row("vocabulary", f"{info['vocabulary']:,} terms")
+    table.add_row("disk size", _human_bytes(info["disk_bytes"]))
+    table.add_row("built", info["built_at"])
+    tokenizer = info["tokenizer"]
+    table.add_row("tokenizer", f"stopwords removed: {tokenizer['stopwords']}, stemming: {tokenizer['stem']}")
+    table.add_row("bm25", f"{info['bm25']['method']} k1={info['bm25']['k1']} b={info['bm25']['b']}")
+    table.add_row("bm25s", info["bm25s_version"])
+    Console().print(table)
+    return EXIT_OK
+
+
+def _error(console: Console, problem: object) -> None:
+    # Plain text, one line: messages hold paths and "[corpus]"-style names that rich would parse as markup.
+    console.print(Text("error: ", style="red") + Text(str(problem)), soft_wrap=True, highlight=False)
+
+
+def _human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{size} B"
+        value /= 1024
+    return f"{size} B"

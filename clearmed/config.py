@@ -1,0 +1,120 @@
+"""The project configuration: one TOML file -> validated, typed settings for every part of the program.
+
+Tables: `[backbones.<role>]` (main required; assessor, teacher, prompt_model, judge optional), `[corpus]`,
+`[search]`, `[quality_priors]`, `[thresholds]`, `[program]` and `[run]`. Unknown keys, missing
+environment variables and bad values are reported in one line naming the file and the field.
+Relative paths are resolved against the config file's folder, so a config travels with its data.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clearmed.backbones.config import BackboneConfig, ConfigError, format_validation_error, parse_backbones
+from clearmed.programs.settings import ProgramSettings
+from clearmed.retrieval.config import CorpusConfig, SearchConfig
+from clearmed.retrieval.quality import QualityPriors
+from clearmed.signatures.records import Thresholds
+
+DEFAULT_CONFIG = "embedded"
+
+
+class RunSettings(BaseModel):
+    """How scripts run the program: threads for evaluation, the seed, and where results go."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_threads: int = Field(default=1, ge=1, description="questions evaluated concurrently")
+    seed: int = 0
+    runs_dir: Path = Path("runs")
+    lm_cache_dir: Path | None = Field(default=None, description="DSPy's LM cache folder ($DSPY_CACHEDIR)")
+
+
+class ClearmedConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = ""
+    backbones: dict[str, BackboneConfig]
+    corpus: CorpusConfig | None = None
+    search: SearchConfig | None = None
+    quality_priors: QualityPriors | None = Field(default_factory=QualityPriors)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    program: ProgramSettings = Field(default_factory=ProgramSettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+
+
+def packaged_configs() -> dict[str, Path]:
+    """The configs shipped with clearmed, by name (file stem)."""
+    folder = resources.files("clearmed.configs")
+    return {Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".toml")}
+
+
+def resolve_config_path(name_or_path: str | None) -> Path:
+    """A packaged config name (`embedded`, `o3-mini`, ...) or a path to a TOML file."""
+    name = name_or_path or DEFAULT_CONFIG
+    candidate = Path(name)
+    if candidate.suffix == ".toml" or candidate.exists():
+        if not candidate.is_file():
+            raise ConfigError(f"{name}: config file not found")
+        return candidate
+    shipped = packaged_configs()
+    if name in shipped:
+        return shipped[name]
+    raise ConfigError(f"{name}: no such config file, and not a packaged config ({', '.join(sorted(shipped))})")
+
+
+_PATH_FIELDS = {
+    "corpus": ("path", "index_dir", "data_root"),
+    "search": ("pages", "index_dir", "cache_path", "data_root"),
+    "run": ("runs_dir", "lm_cache_dir"),
+}
+
+
+def _resolve_paths(tables: dict[str, Any], base: Path) -> dict[str, Any]:
+    resolved = dict(tables)
+    for section, names in _PATH_FIELDS.items():
+        table = resolved.get(section)
+        if not isinstance(table, Mapping):
+            continue
+        table = dict(table)
+        for name in names:
+            value = table.get(name)
+            if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+                table[name] = str((base / value).resolve())
+            elif isinstance(value, str):
+                table[name] = str(Path(value).expanduser())
+        resolved[section] = table
+    return resolved
+
+
+def parse_config(tables: Mapping[str, Any], *, source: str = "", base: Path | None = None) -> ClearmedConfig:
+    """Validate parsed TOML tables; raise a one-line ConfigError naming the source and field."""
+    data = dict(tables)
+    backbones_table = data.pop("backbones", None)
+    if not isinstance(backbones_table, Mapping):
+        where = f"{source}: " if source else ""
+        raise ConfigError(f"{where}backbones: a [backbones.main] table is required")
+    backbones = parse_backbones(backbones_table, source=source)
+    if base is not None:
+        data = _resolve_paths(data, base)
+    try:
+        return ClearmedConfig.model_validate({**data, "backbones": backbones, "source": source})
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, source, "")) from None
+
+
+def load_config(name_or_path: str | None = None) -> ClearmedConfig:
+    path = resolve_config_path(name_or_path)
+    try:
+        tables = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read: {err}") from None
+    return parse_config(tables, source=str(path), base=path.parent)

@@ -1,0 +1,1 @@
+"""Packaged configs (TOML): `clearmed config --list`."""

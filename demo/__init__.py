@@ -1,0 +1,1 @@
+"""The demo bundle (CC0): see README.md in this folder."""
