@@ -170,7 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # the last line of defence: one clear line, traceback only on request
         if args.debug:
             traceback.print_exc()
-        print(f"clearmed: unexpected error: {type(err).__name__}: {err} (rerun with --debug for details)", file=sys.stderr)
+        print(
+            f"clearmed: unexpected error: {type(err).__name__}: {err} (rerun with --debug for details)", file=sys.stderr
+        )
         return 1
 
 
