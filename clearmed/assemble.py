@@ -11,6 +11,8 @@ import dspy
 
 from clearmed.backbones.factory import build_lm
 from clearmed.config import ClearmedConfig
+from clearmed.errors import UsageError
+from clearmed.programs.baselines import SinglePathway
 from clearmed.programs.clear import CLEAR
 from clearmed.retrieval.factory import build_retriever, build_web_search
 from clearmed.retrieval.quality import QualityPriors, prior_assessment, prior_features
@@ -48,15 +50,58 @@ def configure_lm_cache(config: ClearmedConfig) -> None:
 
 
 def build_clear(config: ClearmedConfig, *, role_lms: dict[str, dspy.BaseLM] | None = None) -> CLEAR:
+    program = build_program("clear", config, role_lms=role_lms)
+    assert isinstance(program, CLEAR)
+    return program
+
+
+PROGRAMS: dict[str, str] = {
+    "clear": "CLEAR: three pathways, verifier, guard, audit and follow-up search",
+    "clear-no-followup": "CLEAR without targeted follow-up search (ablation)",
+    "clear-no-guard": "CLEAR without the override guard (ablation)",
+    "clear-no-audit": "CLEAR without the challenge audit (ablation)",
+    "clear-heuristic": "CLEAR with the deterministic verifier instead of the LM verifier",
+    "direct": "Direct: the parametric pathway alone",
+    "medrag": "MedRAG (BM25): the local pathway alone",
+    "online": "online-only: the dynamic pathway alone",
+}
+
+_ABLATIONS: dict[str, dict[str, object]] = {
+    "clear": {},
+    "clear-no-followup": {"enable_followup": False},
+    "clear-no-guard": {"enable_guard": False},
+    "clear-no-audit": {"enable_audit": False},
+    "clear-heuristic": {"verifier_mode": "heuristic"},
+}
+
+
+def build_program(
+    name: str, config: ClearmedConfig, *, role_lms: dict[str, dspy.BaseLM] | None = None
+) -> CLEAR | SinglePathway:
+    """A program by name (see PROGRAMS), built from the config; evidence backends only where it needs them."""
+    if name not in PROGRAMS:
+        raise UsageError(f"unknown program {name!r}; choose one of {', '.join(PROGRAMS)}")
     configure_lm_cache(config)
-    retriever = build_retriever(config.corpus) if config.corpus is not None else None
-    web = build_web_search(config.search) if config.search is not None else None
+    lms = role_lms if role_lms is not None else build_role_lms(config)
     priors = ConfiguredPriors(config.quality_priors) if config.quality_priors is not None else None
-    return CLEAR(
-        retriever,
-        web,
+    if name in _ABLATIONS:
+        settings = config.program.model_copy(update=_ABLATIONS[name])
+        program = CLEAR(
+            build_retriever(config.corpus) if config.corpus is not None else None,
+            build_web_search(config.search) if config.search is not None else None,
+            settings=settings,
+            thresholds=config.thresholds,
+            quality_priors=priors,
+            role_lms=lms,
+        )
+        program.program_name = name
+        return program
+    needs_local, needs_web = name == "medrag", name == "online"
+    return SinglePathway(
+        name,  # type: ignore[arg-type]
+        build_retriever(config.corpus) if needs_local and config.corpus is not None else None,
+        build_web_search(config.search) if needs_web and config.search is not None else None,
         settings=config.program,
-        thresholds=config.thresholds,
         quality_priors=priors,
-        role_lms=role_lms if role_lms is not None else build_role_lms(config),
+        role_lms=lms,
     )

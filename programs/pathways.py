@@ -171,7 +171,7 @@ def search_web(
 
 
 class DynamicPathway(dspy.Module):
-    """Web search, one source-quality call over all results, then an evidence-conditioned answer."""
+    """Web search, an evidence-conditioned answer, and one source-quality call over all results."""
 
     def __init__(
         self, search: WebSearch | None, assessor: SourceQualityAssessor, gate: FormatGate | None = None
@@ -196,10 +196,12 @@ class DynamicPathway(dspy.Module):
             error = error or StepError(stage="dynamic_search", kind="search_error", message="the search found nothing")
             candidate = Candidate(pathway="dynamic", error=error, **extra)  # type: ignore[arg-type]
             return dspy.Prediction(candidate=candidate, passages=passages, quality=empty, quality_error=None)
-        assessed = self.assessor(question_text=question.text, passages=passages)
-        passages = label_passages(passages, assessed.quality)
+        # a_dynamic = M(q, E) and S = AssessQuality(q, E) are independent (eq. 4). Answering first puts the two
+        # evidence-answer calls back to back, so an in-process model reuses their shared prompt prefix.
         result = self.reader(question=question, passages=passages, stage="dynamic_answer")
         candidate = _candidate_from("dynamic", result, question, self.gate, "dynamic_answer", **extra)
+        assessed = self.assessor(question_text=question.text, passages=passages)
+        passages = label_passages(passages, assessed.quality)
         return dspy.Prediction(
             candidate=candidate, passages=passages, quality=assessed.quality, quality_error=assessed.error
         )

@@ -474,8 +474,8 @@ def test_usage_ledger_has_a_row_per_call_and_adds_up() -> None:
     assert [row.stage for row in lm_rows] == [
         "parametric",
         "local_answer",
-        "source_quality",
         "dynamic_answer",
+        "source_quality",
         "verifier",
     ]
     assert decision.lm_calls() == len(engine.calls) == 5

@@ -1,0 +1,106 @@
+"""Baselines on the same backbone and the same questions (CLEAR 2.7): one pathway, no adjudication.
+
+Direct = the parametric pathway alone; MedRAG (BM25) = the local pathway alone; online-only = the dynamic
+pathway alone. They return the same `Decision` record as CLEAR (route None, rule `single_pathway`), so
+evaluation, reports and comparisons treat every program alike.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+
+from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
+from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
+from clearmed.programs.run_context import Ledger, RunContext, activate
+from clearmed.programs.settings import ProgramSettings
+from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
+from clearmed.retrieval.base import Retriever, WebSearch
+from clearmed.signatures.records import (
+    AdjudicationStep,
+    Decision,
+    EvidenceBundle,
+    PathwayName,
+    Question,
+    SourceQuality,
+)
+
+SinglePathwayName = Literal["direct", "medrag", "online"]
+_PATHWAY_OF: dict[SinglePathwayName, PathwayName] = {"direct": "parametric", "medrag": "local", "online": "dynamic"}
+
+
+class SinglePathway(dspy.Module):
+    """One CLEAR pathway used as the whole program, with the same task adapters."""
+
+    def __init__(
+        self,
+        name: SinglePathwayName,
+        retriever: Retriever | None = None,
+        web_search: WebSearch | None = None,
+        *,
+        settings: ProgramSettings | None = None,
+        quality_priors: QualityPriors | None = None,
+        role_lms: dict[str, dspy.BaseLM] | None = None,
+    ) -> None:
+        super().__init__()
+        self.gate = FormatGate()
+        pathway = _PATHWAY_OF[name]
+        if pathway == "parametric":
+            self.pathway: dspy.Module = ParametricPathway(self.gate)
+        elif pathway == "local":
+            self.pathway = LocalPathway(retriever, self.gate)
+        else:
+            self.pathway = DynamicPathway(web_search, SourceQualityAssessor(quality_priors), self.gate)
+        self.responder = ResponseGenerator()
+        self.settings = settings or ProgramSettings()
+        self.role_lms = dict(role_lms or {})
+        self.program_name = name
+
+    def forward(self, question: Question) -> dspy.Prediction:
+        context = RunContext(settings=self.settings, role_lms=self.role_lms, ledger=Ledger())
+        with activate(context):
+            result = self.pathway(question=question)
+            candidate = result.candidate
+            passages = getattr(result, "passages", [])
+            bundle = EvidenceBundle(
+                question=question,
+                candidates=[candidate],
+                local_passages=passages if candidate.pathway == "local" else [],
+                dynamic_passages=passages if candidate.pathway == "dynamic" else [],
+                source_quality=getattr(result, "quality", None) or SourceQuality(),
+            )
+            steps = [
+                AdjudicationStep(
+                    mechanism="pathways",
+                    trigger=candidate.pathway,
+                    rule="single_pathway",
+                    outcome=f"{candidate.pathway}: {candidate.answer.display() if candidate.answer else 'no answer'}",
+                    answer=candidate.answer,
+                    error=candidate.error,
+                )
+            ]
+            response = None
+            if candidate.answer is not None and not question.is_mcq:
+                generated = self.responder(bundle=bundle, conclusion=candidate.answer, rationale=candidate.rationale)
+                response = generated.response or candidate.answer.display()
+            valid = gate_accepts(candidate.answer, question)
+            status = (
+                "answered" if valid else ("failed" if candidate.error and candidate.raw_answer is None else "unparsed")
+            )
+            decision = Decision(
+                question_id=question.id,
+                status=status,
+                answer=candidate.answer if valid else None,
+                route=None,
+                rationale=candidate.rationale,
+                confidence="low",
+                deciding_rule="single_pathway",
+                response=response,
+                bundle=bundle,
+                steps=steps,
+                usage=context.ledger.rows,
+                error=candidate.error.message if status == "failed" and candidate.error else None,
+                program=self.program_name,
+            )
+        return dspy.Prediction(decision=decision, answer=decision.answer, route=decision.route)
