@@ -1,1 +1,34 @@
-"""clearmed.benchmarks"""
+"""Benchmark loaders: Hugging Face hub ids or local files in the upstream schema -> `Question`s.
+
+    from clearmed.benchmarks import load_benchmark, available_benchmarks
+    bench = load_benchmark("medqa", source="../shared/data/benchmarks/medqa/dev.jsonl", limit=50, seed=0)
+
+`available_benchmarks()` lists every name with its hub id, answer modes and scoring protocol. Each
+benchmark lives in its own private module (`_medqa.py`, `_nejm.py`, ...) whose docstring records the upstream
+schema and every choice made when mapping it (multi-answer handling, filters, repairs).
+"""
+
+from clearmed.benchmarks._errors import (
+    BenchmarkDataError,
+    BenchmarkError,
+    BenchmarkSourceError,
+    UnknownBenchmarkError,
+)
+from clearmed.benchmarks._registry import OnError, available_benchmarks, benchmark_info, load_benchmark
+from clearmed.benchmarks._sampling import sample
+from clearmed.benchmarks._types import BenchmarkInfo, BenchmarkSet, RowIssue
+
+__all__ = [
+    "BenchmarkDataError",
+    "BenchmarkError",
+    "BenchmarkInfo",
+    "BenchmarkSet",
+    "BenchmarkSourceError",
+    "OnError",
+    "RowIssue",
+    "UnknownBenchmarkError",
+    "available_benchmarks",
+    "benchmark_info",
+    "load_benchmark",
+    "sample",
+]

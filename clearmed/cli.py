@@ -135,9 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_command_modules() -> list:
-    from clearmed.commands import index
+    from clearmed.commands import evaluate, index
 
-    return [index]
+    return [evaluate, index]
 
 
 _COMMAND_MODULES = _load_command_modules()
@@ -145,10 +145,12 @@ _COMMAND_MODULES = _load_command_modules()
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     from clearmed.backbones.errors import ConfigError
+    from clearmed.benchmarks import BenchmarkError
+    from clearmed.evaluation import RunStoreError
     from clearmed.retrieval.base import EvidenceError
     from clearmed.retrieval.corpus import CorpusError
 
-    return (UsageError, ConfigError, EvidenceError, CorpusError)
+    return (UsageError, ConfigError, EvidenceError, CorpusError, BenchmarkError, RunStoreError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,8 @@ where DSPy optimizers can see them; the code that runs them and turns verdicts i
 
 * `JudgeDiagnosis`, `JudgeTreatment`: MedRBench outcome accuracy (one call per case; the judge compares the
   candidate with the reference). MedRBench's judge answers Correct/Wrong; ours adds `partially_correct` so the
-  near misses are visible, and the MedRBench accuracy counts only `correct`.
+  near misses are visible, and the MedRBench accuracy counts only `correct`. Deviation: MedRBench's treatment
+  judge may also accept a plan that web-search evidence supports; that search step is not reproduced here.
 * `GradeRubricItem`: HealthBench, one call per rubric criterion (simple-evals GRADER_TEMPLATE rules).
 """
 

@@ -1,0 +1,176 @@
+"""Where rows come from: local files (JSONL, JSON, CSV/TSV, Parquet) or a Hugging Face hub dataset.
+
+Both paths yield `RawRow`s with a human location (`file:line` or `hub dataset row i`), so row parsers never
+know where a row came from and every error can say exactly which row it is about. A line that is not valid
+JSON becomes a `RawRow` with `error` set rather than an exception, so `on_error="skip"` can count it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from clearmed.benchmarks._errors import BenchmarkDataError, BenchmarkSourceError
+
+Row = Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class RawRow:
+    """One source row. `index` is its 0-based position in its file or hub split (used for ids)."""
+
+    location: str
+    index: int
+    data: Row | None
+    group: str | None = None  # a specialty / subject taken from the file name or hub config
+    error: str | None = None
+
+
+class HubSpec(BaseModel):
+    """One `datasets.load_dataset` call. `path` is a hub id, or a builder ("json", "csv") with `data_files`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    name: str | None = None
+    data_files: str | None = None
+    split: str = "train"
+    sep: str | None = None
+    column_names: tuple[str, ...] | None = None
+    group: str | None = None
+
+    def describe(self) -> str:
+        where = self.data_files or self.path
+        config = f" config {self.name}" if self.name else ""
+        return f"hub {where}{config} split {self.split}"
+
+
+def hub_rows(spec: HubSpec) -> Iterator[RawRow]:
+    """Rows of one hub dataset split, through `datasets.load_dataset` (imported late: it is slow to import)."""
+    import datasets
+
+    kwargs: dict[str, object] = {"split": spec.split}
+    if spec.data_files is not None:
+        kwargs["data_files"] = spec.data_files
+    if spec.sep is not None:
+        kwargs["sep"] = spec.sep
+    if spec.column_names is not None:
+        # Headerless files (MedExQA TSVs): without header=None the first question would become the header.
+        kwargs["column_names"] = list(spec.column_names)
+        kwargs["header"] = None
+    args = (spec.path, spec.name) if spec.name is not None else (spec.path,)
+    try:
+        dataset = datasets.load_dataset(*args, **kwargs)
+    except Exception as exc:  # hub errors come in many classes (ConnectionError, DatasetNotFoundError, ...)
+        raise BenchmarkSourceError(
+            f"could not load {spec.describe()}: {type(exc).__name__}: {exc}. "
+            "Check the network (HF_HUB_OFFLINE unset), log in for gated datasets, or pass source=<local file>."
+        ) from exc
+    where = spec.describe()
+    for index, record in enumerate(dataset):
+        yield RawRow(location=f"{where} row {index}", index=index, data=dict(record), group=spec.group)
+
+
+def check_file(path: Path) -> Path:
+    if not path.exists():
+        raise BenchmarkSourceError(f"{path}: no such file or directory")
+    if path.is_dir():
+        raise BenchmarkSourceError(f"{path}: is a directory, expected a file")
+    return path
+
+
+def read_jsonl(path: Path, *, group: str | None = None) -> Iterator[RawRow]:
+    check_file(path)
+    index = 0
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            location = f"{path}:{line_no}"
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield RawRow(location, index, None, group, error=f"malformed JSON line ({exc.msg})")
+            else:
+                if isinstance(value, dict):
+                    yield RawRow(location, index, value, group)
+                else:
+                    yield RawRow(location, index, None, group, error="JSON line is not an object")
+            index += 1
+
+
+def load_json(path: Path) -> object:
+    """A whole JSON document; a syntax error is fatal for the file and names its line."""
+    check_file(path)
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise BenchmarkDataError(f"{path}:{exc.lineno}", f"malformed JSON ({exc.msg})") from exc
+
+
+def records_to_rows(path: Path, records: Iterable[object], *, group: str | None = None) -> Iterator[RawRow]:
+    for index, value in enumerate(records):
+        location = f"{path} [{index}]"
+        if isinstance(value, dict):
+            yield RawRow(location, index, value, group)
+        else:
+            yield RawRow(location, index, None, group, error="record is not an object")
+
+
+def read_delimited(
+    path: Path, *, delimiter: str = ",", fieldnames: tuple[str, ...] | None = None, group: str | None = None
+) -> Iterator[RawRow]:
+    """CSV/TSV rows with the line each record starts on. `fieldnames` for headerless files."""
+    check_file(path)
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle, fieldnames=list(fieldnames) if fieldnames else None, delimiter=delimiter)
+        start_line = 2 if fieldnames is None else 1
+        for index, record in enumerate(reader):
+            location = f"{path}:{start_line}"
+            start_line = reader.line_num + 1
+            extra = record.pop(None, None)  # type: ignore[call-overload]
+            if extra:
+                yield RawRow(location, index, None, group, error=f"{len(extra)} more fields than the header")
+            elif any(value is None for value in record.values()):
+                missing = [key for key, value in record.items() if value is None]
+                yield RawRow(location, index, None, group, error=f"missing columns {missing}")
+            else:
+                yield RawRow(location, index, record, group)
+
+
+def read_parquet(path: Path, *, group: str | None = None) -> Iterator[RawRow]:
+    check_file(path)
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid and friends
+        raise BenchmarkSourceError(f"{path}: not a readable parquet file ({exc})") from exc
+    for index, record in enumerate(table.to_pylist()):
+        yield RawRow(f"{path} row {index}", index, record, group)
+
+
+def read_table(path: Path, *, group: str | None = None) -> Iterator[RawRow]:
+    """Rows of a file in the hub's row layout, whatever the container: .jsonl, .json (a list), .csv, .parquet."""
+    suffix = path.suffix.lower()
+    if suffix in {".jsonl", ".ndjson"}:
+        return read_jsonl(path, group=group)
+    if suffix == ".json":
+        value = load_json(path)
+        if not isinstance(value, list):
+            raise BenchmarkSourceError(f"{path}: expected a JSON list of rows, got {type(value).__name__}")
+        return records_to_rows(path, value, group=group)
+    if suffix == ".csv":
+        return read_delimited(path, group=group)
+    if suffix == ".tsv":
+        return read_delimited(path, delimiter="\t", group=group)
+    if suffix == ".parquet":
+        return read_parquet(path, group=group)
+    check_file(path)
+    raise BenchmarkSourceError(f"{path}: unsupported file type {suffix or '(none)'}; use .jsonl, .json, .csv, .parquet")

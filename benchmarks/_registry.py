@@ -1,0 +1,144 @@
+"""The benchmark registry and `load_benchmark`, the one entry point for loading any benchmark."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from clearmed.benchmarks import (
+    _afrimedqa,
+    _healthbench,
+    _medbullets,
+    _medexqa,
+    _medmcqa,
+    _medqa,
+    _medrbench,
+    _mmlu,
+    _mmlu_pro,
+    _nejm,
+    _pubmedqa,
+)
+from clearmed.benchmarks._base import BenchmarkDef, RowContext
+from clearmed.benchmarks._errors import (
+    BenchmarkDataError,
+    BenchmarkSourceError,
+    Excluded,
+    RowError,
+    UnknownBenchmarkError,
+    UnusableRow,
+)
+from clearmed.benchmarks._sampling import sample
+from clearmed.benchmarks._types import BenchmarkInfo, BenchmarkSet, RowIssue
+from clearmed.signatures.records import Question
+
+OnError = Literal["raise", "skip"]
+
+_REGISTRY: dict[str, BenchmarkDef] = {
+    definition.info.name: definition
+    for module in (
+        _medqa,
+        _pubmedqa,
+        _medmcqa,
+        _mmlu,
+        _mmlu_pro,
+        _nejm,
+        _medbullets,
+        _medexqa,
+        _afrimedqa,
+        _medrbench,
+        _healthbench,
+    )
+    for definition in module.BENCHMARKS
+}
+
+
+def available_benchmarks() -> list[BenchmarkInfo]:
+    """Every registered benchmark: name, hub id, answer modes, scoring protocol, shared file (if any)."""
+    return [definition.info for definition in _REGISTRY.values()]
+
+
+def benchmark_info(name: str) -> BenchmarkInfo:
+    return _definition(name).info
+
+
+def _definition(name: str) -> BenchmarkDef:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownBenchmarkError(f"unknown benchmark {name!r}; available: {sorted(_REGISTRY)}") from None
+
+
+def _validation_reason(error: ValidationError) -> str:
+    return "; ".join(str(item["msg"]).removeprefix("Value error, ") for item in error.errors())
+
+
+def load_benchmark(
+    name: str,
+    *,
+    source: str | Path | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    seed: int | None = None,
+    on_error: OnError = "raise",
+) -> BenchmarkSet:
+    """Load a benchmark as `Question`s.
+
+    `source=None` reads the Hugging Face hub copy named in the registry (network needed); a path reads a local
+    file in the same upstream schema. `split` picks the hub split (for a local file it only labels the ids;
+    see each benchmark's notes for exceptions). `limit`/`seed` take a deterministic subset (`sample`).
+    `on_error="raise"` stops at the first malformed row with `BenchmarkDataError("<file>:<line>: <reason>")`;
+    `"skip"` leaves such rows out and lists them in `BenchmarkSet.skipped`. Rows that are well formed but
+    unusable upstream (duplicate option texts) are always skipped and listed.
+    """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    definition = _definition(name)
+    opened = definition.open_rows(Path(source).expanduser() if source is not None else None, split)
+    context = RowContext(benchmark=name, split=opened.split)
+
+    questions: list[Question] = []
+    skipped: list[RowIssue] = []
+    excluded: Counter[str] = Counter()
+    first_seen: dict[str, str] = {}
+    n_rows = 0
+    for row in opened.rows:
+        n_rows += 1
+        try:
+            if row.error is not None:
+                raise RowError(row.error)
+            question = definition.parse_row(row, context)
+            if question.id in first_seen:
+                raise RowError(f"duplicate question id {question.id} (first at {first_seen[question.id]})")
+        except Excluded as signal:
+            excluded[str(signal)] += 1
+            continue
+        except UnusableRow as problem:
+            skipped.append(RowIssue(location=row.location, reason=f"unusable upstream row: {problem}"))
+            continue
+        except (RowError, ValidationError) as problem:
+            reason = _validation_reason(problem) if isinstance(problem, ValidationError) else str(problem)
+            if on_error == "raise":
+                raise BenchmarkDataError(row.location, reason) from None
+            skipped.append(RowIssue(location=row.location, reason=reason))
+            continue
+        first_seen[question.id] = row.location
+        questions.append(question)
+    if n_rows == 0:
+        raise BenchmarkSourceError(f"{opened.description}: no rows")
+
+    return BenchmarkSet(
+        name=name,
+        source=opened.description,
+        split=opened.split,
+        questions=sample(questions, limit=limit, seed=seed),
+        skipped=skipped,
+        excluded=dict(excluded),
+        n_source_rows=n_rows,
+        seed=seed,
+        limit=limit,
+    )

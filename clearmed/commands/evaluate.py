@@ -1,0 +1,152 @@
+"""`clearmed eval` and `clearmed compare`: thin wrappers over `clearmed.evaluation`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from clearmed.errors import UsageError
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+def default_run_dir(
+    runs_dir: Path, config_name: str, benchmark: str, program: str, limit: int | None, seed: int
+) -> Path:
+    """The same command always names the same folder, so rerunning it resumes."""
+    size = f"n{limit}" if limit else "all"
+    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}"
+
+
+def shared_source(benchmark: str) -> Path:
+    """`--source shared`: the benchmark's file in the shared development data folder."""
+    from clearmed.benchmarks import benchmark_info
+    from clearmed.retrieval.corpus import shared_data_root
+
+    info = benchmark_info(benchmark)
+    if not info.shared_file:
+        raise UsageError(f"{benchmark} has no file in the shared data; pass --source <file> or use the hub")
+    return shared_data_root() / "benchmarks" / info.shared_file
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from clearmed.assemble import build_program
+    from clearmed.benchmarks import load_benchmark
+    from clearmed.config import load_config
+    from clearmed.evaluation import EvalSpec, run_evaluation, summarize, write_plots
+    from clearmed.evaluation.report import comparison_table
+    from clearmed.evaluation.store import RunStore
+
+    config = load_config(args.config)
+    source = shared_source(args.benchmark) if args.source == "shared" else args.source
+    bench = load_benchmark(args.benchmark, source=source, split=args.split, limit=args.limit, seed=args.seed)
+    if not bench.questions:
+        raise UsageError(f"{args.benchmark}: no questions to evaluate")
+    run_dir = (
+        Path(args.run_dir)
+        if args.run_dir
+        else default_run_dir(
+            config.run.runs_dir, Path(config.source).stem, args.benchmark, args.program, args.limit, args.seed
+        )
+    )
+    console = Console(stderr=True)
+    if bench.n_skipped:
+        console.print(f"[yellow]{bench.n_skipped} malformed rows skipped[/]")
+    program = build_program(args.program, config)
+    spec = EvalSpec(
+        program=args.program,
+        benchmark=args.benchmark,
+        source=bench.source,
+        questions=bench.questions,
+        run_dir=run_dir,
+        limit=args.limit,
+        seed=args.seed,
+    )
+    from clearmed.evaluation.scoring import scorer_for
+
+    records = run_evaluation(
+        spec,
+        config,
+        program,
+        scorer=scorer_for(config),
+        num_threads=args.threads or config.run.num_threads,
+        console=console,
+        stop_after=args.stop_after,
+    )
+    with RunStore(run_dir) as store:
+        manifest = store.read_manifest()
+        assert manifest is not None
+        summary = summarize(records, manifest, seed=args.seed)
+        store.write_json("summary.json", summary.model_dump_json(indent=2))
+        store.write_json("summary.md", comparison_table([summary]))
+        write_plots([summary], run_dir / "plots")
+    Console().print(comparison_table([summary]))
+    console.print(f"run folder: {run_dir}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from clearmed.evaluation import RunSummary, comparison_table, write_plots
+
+    summaries = []
+    for folder in args.runs:
+        path = Path(folder) / "summary.json"
+        if not path.is_file():
+            raise UsageError(f"{folder}: no summary.json (is it a finished run folder?)")
+        summaries.append(RunSummary.model_validate(json.loads(path.read_text(encoding="utf-8"))))
+    table = comparison_table(summaries)
+    Console().print(table)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "comparison.md").write_text(table, encoding="utf-8")
+        write_plots(summaries, out)
+        Console(stderr=True).print(f"comparison written to {out}")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    from clearmed.assemble import PROGRAMS
+
+    evaluate = commands.add_parser("eval", help="evaluate a program on a benchmark (resumable run folder)")
+    evaluate.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to evaluate")
+    evaluate.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`)")
+    evaluate.add_argument(
+        "--source", help="local file in the upstream schema, or 'shared' (default: the Hugging Face hub copy)"
+    )
+    evaluate.add_argument("--split", help="hub split (or label for a local file)")
+    evaluate.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
+    evaluate.add_argument("--limit", type=int, help="evaluate N questions (deterministic sample with --seed)")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--threads", type=int, help="questions in parallel (default: run.num_threads)")
+    evaluate.add_argument("--run-dir", help="run folder (default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>)")
+    evaluate.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
+    evaluate.set_defaults(func=run_eval)
+
+    compare = commands.add_parser("compare", help="put finished runs side by side")
+    compare.add_argument("runs", nargs="+", help="run folders")
+    compare.add_argument("--out", help="folder for comparison.md and plots")
+    compare.set_defaults(func=run_compare)
+
+    benchmarks = commands.add_parser("benchmarks", help="list the benchmarks with hub ids and scoring")
+    benchmarks.set_defaults(func=list_benchmarks)
+
+
+def list_benchmarks(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from clearmed.benchmarks import available_benchmarks
+
+    table = Table(title="Benchmarks", title_justify="left")
+    for column in ("name", "hub id", "modes", "scoring", "shared file"):
+        table.add_column(column, overflow="fold")
+    for info in available_benchmarks():
+        table.add_row(info.name, info.hub_id or "-", ", ".join(info.answer_modes), info.scoring, info.shared_file or "")
+    Console().print(table)
+    return 0

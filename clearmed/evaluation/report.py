@@ -1,0 +1,209 @@
+"""Run summaries: accuracy with intervals, the paper's route and adjudication statistics, cost, plots."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from clearmed.evaluation.store import EvalRecord, RunManifest
+from clearmed.metrics import AccuracySummary, accuracy_summary
+
+
+class CostSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    questions: int
+    mean_seconds: float
+    median_seconds: float
+    mean_lm_calls: float
+    mean_prompt_tokens: float
+    mean_completion_tokens: float
+    cache_hit_calls: int
+
+
+class RouteCost(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    route: str
+    questions: int
+    accuracy: float | None
+    mean_seconds: float
+    mean_lm_calls: float
+
+
+class RunSummary(BaseModel):
+    """What a run measured. `accuracy` counts unparsed and failed answers as wrong (reported separately too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    program: str
+    benchmark: str
+    config_source: str
+    planned: int
+    evaluated: int
+    unscored: int
+    accuracy: AccuracySummary | None
+    status_counts: dict[str, int]
+    route_counts: dict[str, int]
+    rule_counts: dict[str, int]
+    followup_searches: int
+    questions_with_followup: int
+    guard_invoked: int
+    audit_invoked: int
+    revisions_accepted: int
+    cost: CostSummary
+    cost_by_route: list[RouteCost]
+
+
+def _route(record: EvalRecord) -> str:
+    return record.decision.route or ("single_pathway" if record.decision.deciding_rule == "single_pathway" else "none")
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(statistics.fmean(values), 3) if values else 0.0
+
+
+def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int = 0) -> RunSummary:
+    scores = [record.score for record in records if record.score is not None]
+    decisions = [record.decision for record in records]
+    mechanisms = [[step.mechanism for step in d.steps] for d in decisions]
+    by_route: dict[str, list[EvalRecord]] = {}
+    for record in records:
+        by_route.setdefault(_route(record), []).append(record)
+    cost_by_route = []
+    for route, group in sorted(by_route.items()):
+        scored = [r.score for r in group if r.score is not None]
+        cost_by_route.append(
+            RouteCost(
+                route=route,
+                questions=len(group),
+                accuracy=round(sum(s.correct for s in scored) / len(scored), 4) if scored else None,
+                mean_seconds=_mean([r.seconds for r in group]),
+                mean_lm_calls=_mean([r.decision.lm_calls() for r in group]),
+            )
+        )
+    lm_rows = [[row for row in d.usage if row.role != "tool"] for d in decisions]
+    return RunSummary(
+        program=manifest.program,
+        benchmark=manifest.benchmark,
+        config_source=manifest.config_source,
+        planned=len(manifest.question_ids),
+        evaluated=len(records),
+        unscored=len(records) - len(scores),
+        accuracy=accuracy_summary(scores, seed=seed) if scores else None,
+        status_counts=dict(Counter(d.status for d in decisions)),
+        route_counts=dict(Counter(_route(r) for r in records)),
+        rule_counts=dict(Counter(d.deciding_rule or "-" for d in decisions)),
+        followup_searches=sum(len(d.bundle.followups) for d in decisions),
+        questions_with_followup=sum(1 for d in decisions if d.bundle.followups),
+        guard_invoked=sum(1 for m in mechanisms if "guard" in m),
+        audit_invoked=sum(1 for m in mechanisms if "audit" in m),
+        revisions_accepted=sum(1 for d in decisions if d.deciding_rule in ("guard_granted", "audit_accepted")),
+        cost=CostSummary(
+            questions=len(records),
+            mean_seconds=_mean([r.seconds for r in records]),
+            median_seconds=round(statistics.median([r.seconds for r in records]), 3) if records else 0.0,
+            mean_lm_calls=_mean([d.lm_calls() for d in decisions]),
+            mean_prompt_tokens=_mean([sum(row.prompt_tokens for row in rows) for rows in lm_rows]),
+            mean_completion_tokens=_mean([sum(row.completion_tokens for row in rows) for rows in lm_rows]),
+            cache_hit_calls=sum(1 for rows in lm_rows for row in rows if row.cached),
+        ),
+        cost_by_route=cost_by_route,
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def accuracy_cell(summary: RunSummary) -> str:
+    acc = summary.accuracy
+    if acc is None or acc.accuracy is None or acc.wilson is None:
+        return "-"
+    return f"{_pct(acc.accuracy)} [{_pct(acc.wilson.low)}, {_pct(acc.wilson.high)}]"
+
+
+def comparison_table(summaries: Sequence[RunSummary]) -> str:
+    """Markdown: one row per run (accuracy with a 95% Wilson interval, failures, cost, routes)."""
+    header = (
+        "| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | s/question | LM calls/q "
+        "| follow-ups | revisions | routes |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    rows = []
+    for s in summaries:
+        acc = s.accuracy
+        routes = ", ".join(f"{route} {count}" for route, count in sorted(s.route_counts.items()))
+        rows.append(
+            f"| {s.program} | {s.benchmark} | {s.evaluated}/{s.planned} | {accuracy_cell(s)} "
+            f"| {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.cost.mean_seconds:.1f} "
+            f"| {s.cost.mean_lm_calls:.1f} | {s.followup_searches} | {s.revisions_accepted} | {routes} |"
+        )
+    return "\n".join([header, *rows]) + "\n"
+
+
+def write_plots(summaries: Sequence[RunSummary], folder: Path, stem: str = "") -> list[Path]:
+    """PNG plots: accuracy with intervals by program; route mix; cost per question by route."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    labels = [f"{s.program}\n{s.benchmark}" for s in summaries]
+
+    fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(summaries)), 3.6))
+    values, lows, highs = [], [], []
+    for s in summaries:
+        acc = s.accuracy
+        value = acc.accuracy if acc and acc.accuracy is not None else 0.0
+        low = acc.wilson.low if acc and acc.wilson else value
+        high = acc.wilson.high if acc and acc.wilson else value
+        values.append(100 * value)
+        lows.append(100 * (value - low))
+        highs.append(100 * (high - value))
+    ax.bar(labels, values, yerr=[lows, highs], capsize=4, color="#4c72b0")
+    ax.set_ylabel("accuracy % (95% Wilson)")
+    ax.set_ylim(0, 100)
+    ax.set_title("Accuracy by program")
+    fig.tight_layout()
+    written.append(_save(fig, folder / f"{stem}accuracy.png"))
+
+    routes = sorted({route for s in summaries for route in s.route_counts})
+    fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(summaries)), 3.6))
+    bottom = [0.0] * len(summaries)
+    for route in routes:
+        shares = [s.route_counts.get(route, 0) / max(1, s.evaluated) * 100 for s in summaries]
+        ax.bar(labels, shares, bottom=bottom, label=route)
+        bottom = [b + v for b, v in zip(bottom, shares, strict=True)]
+    ax.set_ylabel("% of questions")
+    ax.set_title("Route mix")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    fig.tight_layout()
+    written.append(_save(fig, folder / f"{stem}routes.png"))
+
+    fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(summaries)), 3.6))
+    width = 0.8 / max(1, len(routes))
+    for offset, route in enumerate(routes):
+        seconds = [next((c.mean_seconds for c in s.cost_by_route if c.route == route), 0.0) for s in summaries]
+        positions = [i + offset * width for i in range(len(summaries))]
+        ax.bar(positions, seconds, width=width, label=route)
+    ax.set_xticks([i + width * (len(routes) - 1) / 2 for i in range(len(summaries))], labels)
+    ax.set_ylabel("mean seconds per question")
+    ax.set_title("Cost per question by route")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    fig.tight_layout()
+    written.append(_save(fig, folder / f"{stem}cost_by_route.png"))
+    return written
+
+
+def _save(fig: object, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=120)  # type: ignore[attr-defined]
+    plt.close(fig)  # type: ignore[arg-type]
+    return path

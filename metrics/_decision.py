@@ -1,0 +1,61 @@
+"""Scoring a program `Decision`: the MCQ score plus what happened (answered, unparsed, failed)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clearmed.metrics._mcq import score_mcq
+from clearmed.signatures.records import AnswerMode, Decision, DecisionStatus, Question
+
+
+class QuestionScore(BaseModel):
+    """One scored question, the unit that `accuracy_summary` aggregates.
+
+    Unparsed and failed decisions are wrong and flagged. For free-text questions `verdict` holds the judge's
+    verdict and `judge_error` says when the judge itself failed (then the question counts as wrong too).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    question_id: str
+    answer_mode: AnswerMode
+    status: DecisionStatus
+    correct: bool
+    in_gold_set: bool = Field(description="lenient CLEAR-code rule (MCQ only): prediction within the gold set")
+    unparsed: bool = False
+    failed: bool = False
+    multi: bool = False
+    predicted: str | None = None
+    gold: str | None = None
+    verdict: str | None = None
+    judge_error: str | None = None
+
+
+def check_same_question(question: Question, decision: Decision) -> None:
+    if decision.question_id != question.id:
+        raise ValueError(f"decision is for {decision.question_id!r}, not for question {question.id!r}")
+
+
+def score_decision(question: Question, decision: Decision) -> QuestionScore:
+    """Score an MCQ decision. Status `unparsed` / `failed` count as wrong and are flagged as such.
+
+    Free-text questions need a judge: use `FreeTextJudge.score_decision` (MedRBench) or `RubricGrader`
+    (HealthBench).
+    """
+    check_same_question(question, decision)
+    if not question.is_mcq:
+        raise ValueError(f"{question.id}: free-text questions are scored by FreeTextJudge or RubricGrader")
+    answer = decision.answer if decision.status == "answered" else None
+    mcq = score_mcq(question, answer)
+    return QuestionScore(
+        question_id=question.id,
+        answer_mode=question.answer_mode,
+        status=decision.status,
+        correct=mcq.correct,
+        in_gold_set=mcq.in_gold_set,
+        unparsed=decision.status == "unparsed" or (decision.status == "answered" and mcq.unparsed),
+        failed=decision.status == "failed",
+        multi=mcq.multi,
+        predicted=",".join(mcq.predicted) if mcq.predicted else None,
+        gold=",".join(mcq.gold),
+    )

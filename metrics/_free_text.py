@@ -1,0 +1,122 @@
+"""Free-text outcome accuracy with an LLM judge (MedRBench protocol): one judge call per case, run with the
+judge's own LM; a judge call that fails or cannot be parsed is recorded on the judgement, never raised."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from pydantic import BaseModel, ConfigDict
+
+from clearmed.metrics._decision import QuestionScore, check_same_question
+from clearmed.signatures.judging import JudgeDiagnosis, JudgeTreatment, Verdict
+from clearmed.signatures.records import Answer, Decision, Question
+
+JudgeTask = Literal["diagnosis", "treatment"]
+_ANSWER_MARKER = "### Answer"
+
+
+class FreeTextJudgement(BaseModel):
+    """The judge's verdict on one candidate. `verdict is None` means no verdict: see `error`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    question_id: str
+    task: JudgeTask
+    candidate: str | None
+    verdict: Verdict | None = None
+    rationale: str = ""
+    error: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        """MedRBench accuracy is binary: only `correct` counts; `partially_correct` is wrong."""
+        return self.verdict == "correct"
+
+
+def describe_error(exc: Exception, *, limit: int = 1000) -> str:
+    """`Type: message`, cut to `limit` characters (a parse error quotes the whole LM response)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def extract_final_answer(text: str) -> str:
+    """The text after the last "### Answer" heading (MedRBench output format), or the whole text.
+
+    MedRBench also strips newlines and colons from what follows; so do we, so a heading written as
+    "### Answer:" gives the same result.
+    """
+    if _ANSWER_MARKER not in text:
+        return text.strip()
+    tail = text.rsplit(_ANSWER_MARKER, 1)[1]
+    return " ".join(tail.replace(":", " ").split())
+
+
+def _task_of(question: Question, task: JudgeTask | None) -> JudgeTask:
+    if task is not None:
+        return task
+    value = question.metadata.get("task")
+    return "treatment" if value == "treatment" else "diagnosis"
+
+
+class FreeTextJudge:
+    """Runs `JudgeDiagnosis` / `JudgeTreatment` under `dspy.context(lm=judge_lm)`.
+
+    `task=None` takes the task from `question.metadata["task"]` (the MedRBench loaders set it).
+    """
+
+    def __init__(self, judge_lm: dspy.BaseLM, *, task: JudgeTask | None = None) -> None:
+        self.judge_lm = judge_lm
+        self.task = task
+        self.predictors: dict[JudgeTask, dspy.Predict] = {
+            "diagnosis": dspy.Predict(JudgeDiagnosis),
+            "treatment": dspy.Predict(JudgeTreatment),
+        }
+
+    def judge(self, question: Question, candidate: str | Answer | None) -> FreeTextJudgement:
+        task = _task_of(question, self.task)
+        if question.gold_text is None:
+            raise ValueError(f"{question.id}: no reference answer (gold_text) to judge against")
+        text = candidate.display() if isinstance(candidate, Answer) else candidate
+        text = extract_final_answer(text) if text else None
+        if not text:
+            # Nothing to judge: wrong without asking the judge, as an empty answer would be.
+            return FreeTextJudgement(
+                question_id=question.id, task=task, candidate=None, verdict="incorrect", rationale="no answer"
+            )
+        case = f"{question.context}\n\n{question.text}" if question.context else question.text
+        try:
+            with dspy.context(lm=self.judge_lm):
+                prediction = self.predictors[task](
+                    case=case, reference_answer=question.gold_text, candidate_answer=text
+                )
+        except Exception as exc:  # parse errors and LM errors alike become a recorded failure
+            return FreeTextJudgement(question_id=question.id, task=task, candidate=text, error=describe_error(exc))
+        return FreeTextJudgement(
+            question_id=question.id,
+            task=task,
+            candidate=text,
+            verdict=prediction.verdict,
+            rationale=str(prediction.rationale).strip(),
+        )
+
+    def score_decision(self, question: Question, decision: Decision) -> QuestionScore:
+        """Judge the decision's answer (or its response text) and return a `QuestionScore`."""
+        check_same_question(question, decision)
+        candidate: str | None = None
+        if decision.status == "answered":
+            candidate = decision.answer.display() if decision.answer else decision.response
+        judgement = self.judge(question, candidate) if decision.status == "answered" else None
+        return QuestionScore(
+            question_id=question.id,
+            answer_mode=question.answer_mode,
+            status=decision.status,
+            correct=bool(judgement and judgement.correct),
+            in_gold_set=bool(judgement and judgement.correct),
+            unparsed=decision.status == "unparsed",
+            failed=decision.status == "failed",
+            predicted=judgement.candidate if judgement else None,
+            gold=question.gold_text,
+            verdict=judgement.verdict if judgement else None,
+            judge_error=judgement.error if judgement else None,
+        )

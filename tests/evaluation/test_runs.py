@@ -1,0 +1,125 @@
+"""Run folders: resume after an interruption with nothing lost or duplicated, locks, summaries, compare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clearmed.config import parse_config
+from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
+from clearmed.evaluation.report import comparison_table, write_plots
+from clearmed.programs.settings import ProgramSettings
+from clearmed.signatures.records import Question
+from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
+
+CONFIG = parse_config(
+    {"backbones": {"main": {"kind": "openai_compatible", "model": "m", "api_base": "http://127.0.0.1:9/v1"}}},
+    source="test.toml",
+)
+
+
+def questions(n: int = 6) -> list[Question]:
+    # Alternate the gold so that the scripted program (always "A") is right on half of them.
+    return [QUESTION.model_copy(update={"id": f"q{i}", "gold_letters": ["A" if i % 2 == 0 else "B"]}) for i in range(n)]
+
+
+def program():
+    built, _, _ = build_toy_program(
+        {
+            **pathway_replies("A", "A", "A"),
+            "source_quality": label_all("high"),
+            "verifier": verifier_reply("consensus"),
+        },
+        settings=ProgramSettings(json_fallback=False, parallel_pathways="off"),
+    )
+    return built
+
+
+def spec(run_dir: Path, n: int = 6, name: str = "clear") -> EvalSpec:
+    return EvalSpec(program=name, benchmark="toy", source="memory", questions=questions(n), run_dir=run_dir)
+
+
+def test_a_run_scores_every_question(tmp_path: Path) -> None:
+    records = run_evaluation(spec(tmp_path / "run"), CONFIG, program(), show_progress=False)
+    assert [r.question_id for r in records] == [f"q{i}" for i in range(6)]
+    manifest = RunStore(tmp_path / "run").read_manifest()
+    assert manifest is not None
+    summary = summarize(records, manifest)
+    assert summary.accuracy is not None
+    assert (summary.accuracy.correct, summary.accuracy.n) == (3, 6)
+    assert summary.route_counts == {"consensus": 6}
+    assert summary.cost.mean_lm_calls == 5
+    assert (tmp_path / "run" / "config.json").is_file()
+
+
+def test_resume_after_interruption_recomputes_nothing_and_loses_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=2)
+    assert len(list(read_records(run_dir))) == 2
+    first_lines = (run_dir / "results.jsonl").read_text().splitlines()
+    # A kill mid-write leaves a torn line: it is cut off and that question is redone.
+    with (run_dir / "results.jsonl").open("a") as handle:
+        handle.write('{"question_id": "q2", "index": 2, "decis')
+    resumed = build_toy_program(
+        {**pathway_replies("A", "A", "A"), "source_quality": label_all("high"), "verifier": verifier_reply("consensus")}
+    )
+    program_again, engine, _ = resumed
+    records = run_evaluation(spec(run_dir), CONFIG, program_again, show_progress=False)
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert lines[:2] == first_lines  # finished questions untouched
+    assert [r.question_id for r in records] == [f"q{i}" for i in range(6)]
+    assert len(lines) == 6  # no duplicates
+    assert len(engine.calls) == 4 * 5  # only the four unfinished questions ran
+
+
+def test_a_damaged_middle_line_is_reported_not_dropped(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=2)
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    (run_dir / "results.jsonl").write_text("{broken\n" + lines[1] + "\n")
+    with pytest.raises(RunStoreError, match=r"results.jsonl:1: damaged"):
+        list(read_records(run_dir))
+
+
+def test_a_second_writer_is_refused(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "run"), pytest.raises(RunStoreError, match="another clearmed eval"):
+        run_evaluation(spec(tmp_path / "run"), CONFIG, program(), show_progress=False)
+
+
+def test_a_different_run_in_the_same_folder_is_refused(tmp_path: Path) -> None:
+    run_evaluation(spec(tmp_path / "run"), CONFIG, program(), show_progress=False, stop_after=1)
+    with pytest.raises(RunStoreError, match="different run"):
+        run_evaluation(spec(tmp_path / "run", name="direct"), CONFIG, program(), show_progress=False)
+
+
+def test_a_program_that_raises_is_recorded_as_failed(tmp_path: Path) -> None:
+    class Exploding:
+        def __call__(self, question: Question):
+            raise RuntimeError("boom")
+
+    records = run_evaluation(spec(tmp_path / "run", n=2), CONFIG, Exploding(), show_progress=False)  # type: ignore[arg-type]
+    assert [r.decision.status for r in records] == ["failed", "failed"]
+    assert records[0].score is not None
+    assert not records[0].score.correct
+    assert "boom" in (records[0].decision.error or "")
+
+
+def test_threads_give_the_same_results(tmp_path: Path) -> None:
+    sequential = run_evaluation(spec(tmp_path / "a"), CONFIG, program(), show_progress=False)
+    threaded = run_evaluation(spec(tmp_path / "b"), CONFIG, program(), show_progress=False, num_threads=3)
+    assert [r.score for r in sequential] == [r.score for r in threaded]
+
+
+def test_comparison_table_and_plots(tmp_path: Path) -> None:
+    records = run_evaluation(spec(tmp_path / "run"), CONFIG, program(), show_progress=False)
+    manifest = RunStore(tmp_path / "run").read_manifest()
+    assert manifest is not None
+    summary = summarize(records, manifest)
+    table = comparison_table([summary, summary])
+    assert table.count("| clear | toy | 6/6 | 50.0 [") == 2
+    paths = write_plots([summary], tmp_path / "plots")
+    assert [p.name for p in paths] == ["accuracy.png", "routes.png", "cost_by_route.png"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+    json.loads(summary.model_dump_json())

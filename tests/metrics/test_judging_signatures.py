@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from typing import get_args
+
+from clearmed.signatures.judging import GradeRubricItem, JudgeDiagnosis, JudgeTreatment
+
+
+def test_free_text_judges_share_fields_and_a_three_way_verdict() -> None:
+    for signature in (JudgeDiagnosis, JudgeTreatment):
+        assert list(signature.input_fields) == ["case", "reference_answer", "candidate_answer"]
+        assert list(signature.output_fields) == ["verdict", "rationale"]
+        verdict = signature.output_fields["verdict"].annotation
+        assert set(get_args(verdict)) == {"correct", "partially_correct", "incorrect"}
+    assert "aliases" not in JudgeTreatment.instructions
+    assert "alias" in JudgeDiagnosis.instructions
+
+
+def test_rubric_grader_outputs_a_bool() -> None:
+    assert list(GradeRubricItem.input_fields) == ["conversation", "rubric_item"]
+    assert GradeRubricItem.output_fields["criteria_met"].annotation is bool
+    assert "negative points" in GradeRubricItem.instructions
