@@ -35,17 +35,27 @@ def shared_source(benchmark: str) -> Path:
     return shared_data_root() / "benchmarks" / info.shared_file
 
 
+def _load_questions(args: argparse.Namespace):  # -> BenchmarkSet
+    from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
+
+    if args.benchmark == "demo":
+        from clearmed.demo_bundle import demo_questions
+
+        chosen = sample(list(demo_questions()), limit=args.limit, seed=args.seed)
+        return BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
+    source = shared_source(args.benchmark) if args.source == "shared" else args.source
+    return load_benchmark(args.benchmark, source=source, split=args.split, limit=args.limit, seed=args.seed)
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from clearmed.assemble import build_program
-    from clearmed.benchmarks import load_benchmark
     from clearmed.config import load_config
     from clearmed.evaluation import EvalSpec, run_evaluation, summarize, write_plots
     from clearmed.evaluation.report import comparison_table
     from clearmed.evaluation.store import RunStore
 
     config = load_config(args.config)
-    source = shared_source(args.benchmark) if args.source == "shared" else args.source
-    bench = load_benchmark(args.benchmark, source=source, split=args.split, limit=args.limit, seed=args.seed)
+    bench = _load_questions(args)
     if not bench.questions:
         raise UsageError(f"{args.benchmark}: no questions to evaluate")
     run_dir = (
@@ -116,7 +126,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     evaluate = commands.add_parser("eval", help="evaluate a program on a benchmark (resumable run folder)")
     evaluate.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to evaluate")
-    evaluate.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`)")
+    evaluate.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`), or 'demo'")
     evaluate.add_argument(
         "--source", help="local file in the upstream schema, or 'shared' (default: the Hugging Face hub copy)"
     )

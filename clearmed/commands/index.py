@@ -25,10 +25,10 @@ from rich.table import Table
 from rich.text import Text
 
 from clearmed.retrieval.base import EvidenceError
-from clearmed.retrieval.bm25_sparse import BM25sRetriever, directory_size, read_manifest
+from clearmed.retrieval.bm25_sparse import directory_size, read_manifest
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.corpus import CorpusError, IngestStats
-from clearmed.retrieval.factory import iter_corpus
+from clearmed.retrieval.factory import build_index
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -150,13 +150,7 @@ def run_build(args: argparse.Namespace) -> int:
             transient=True,
         ) as progress:
             task = progress.add_task(f"indexing {cfg.corpus_name()}", total=None)
-            index = BM25sRetriever.build(
-                iter_corpus(cfg, stats),
-                name=cfg.corpus_name(),
-                tokenizer=cfg.tokenizer,
-                directory=cfg.index_dir,
-                progress=lambda count: progress.update(task, completed=count),
-            )
+            index = build_index(cfg, progress=lambda count: progress.update(task, completed=count), stats=stats)
     except (CorpusError, EvidenceError, OSError) as exc:
         _error(err, exc)
         return EXIT_BAD_INPUT if isinstance(exc, CorpusError) else EXIT_FAILED
@@ -186,6 +180,8 @@ def index_info(directory: Path) -> dict[str, Any]:
         "bm25": {"method": manifest.method, "k1": manifest.k1, "b": manifest.b},
         "bm25s_version": manifest.bm25s_version,
         "format_version": manifest.format_version,
+        "source": manifest.source,
+        "source_settings": manifest.source_settings,
     }
 
 
@@ -203,6 +199,7 @@ def run_info(args: argparse.Namespace) -> int:
     table.add_column("field", style="bold")
     table.add_column("value")
     table.add_row("corpus", info["corpus"])
+    table.add_row("source", info["source"] or "-")
     table.add_row("passages", f"{info['passages']:,}")
     table.add_row("vocabulary", f"{info['vocabulary']:,} terms")
     table.add_row("disk size", _human_bytes(info["disk_bytes"]))

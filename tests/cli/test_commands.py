@@ -1,0 +1,112 @@
+"""The command line end to end, with the LM replaced by a scripted one (no model, no network)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clearmed import assemble
+from clearmed.cli import main, parse_options
+from clearmed.errors import UsageError
+from clearmed.signatures.records import Decision
+from clearmed.testing import ScriptedCall, label_all, scripted_lm, verifier_reply
+
+
+def answer_a(call: ScriptedCall) -> dict[str, object]:
+    cited = {"cited_ids": []} if "evidence" in call.user else {}
+    return {"rationale": "because", **cited, "answer": "A"}
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch):
+    lm, engine = scripted_lm(
+        {
+            "parametric": answer_a,
+            "local_answer": answer_a,
+            "dynamic_answer": answer_a,
+            "source_quality": label_all("high"),
+            "verifier": verifier_reply("consensus"),
+            "response": {"response": "Levothyroxine replaces the missing hormone."},
+        }
+    )
+    monkeypatch.setattr(assemble, "build_role_lms", lambda config, roles=("main", "assessor"): {"main": lm})
+    return engine
+
+
+def test_ask_demo_prints_the_trail(scripted, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ask", "--demo", "demo-01"]) == 0
+    out = capsys.readouterr().out
+    assert "Answer:" in out
+    assert "Levothyroxine" in out
+    assert "consensus" in out
+    assert "Adjudication trail" in out
+    assert "demo-textbook" in out  # local provenance
+
+
+def test_ask_json_is_a_decision(scripted, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ask", "--demo", "1", "--json"]) == 0
+    decision = Decision.model_validate_json(capsys.readouterr().out)
+    assert decision.question_id == "demo-01"
+    assert decision.letters == ("A",)
+    assert len(decision.bundle.local_passages) == 4  # the embedded config's local_k
+
+
+def test_ask_own_question_with_options(scripted, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        ["ask", "Which drug treats hypothyroidism?", "-o", "A: levothyroxine", "-o", "B: methimazole", "--json"]
+    )
+    assert code == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["bundle"]["question"]["options"] == {"A": "levothyroxine", "B": "methimazole"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ask"], "give a question"),
+        (["ask", "   "], "question text is empty"),
+        (["ask", "Which?", "-o", "A: x"], "at least two --option"),
+        (["ask", "Which?", "-o", "A: x", "-o", "A: y"], "option A is given twice"),
+        (["ask", "Which?", "-o", "A: x", "-o", "B: x"], "same text"),
+        (["ask", "--demo", "demo-99"], "no demo question"),
+        (["ask", "--demo", "1", "Which?"], "--demo picks a demo question"),
+        (["ask", "Which?", "--config", "nope"], "no such config"),
+        (["eval", "--benchmark", "no-such-benchmark"], "no-such-benchmark"),
+    ],
+)
+def test_bad_input_is_one_clear_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert err.startswith("clearmed: error:")
+
+
+def test_parse_options_letters_and_plain_texts() -> None:
+    assert parse_options(["A: x", "b) y", "C=z"]) == {"A": "x", "B": "y", "C": "z"}
+    assert parse_options(["first", "second"]) == {"A": "first", "B": "second"}
+    with pytest.raises(UsageError):
+        parse_options(["A: x", "a: y"])
+
+
+def test_eval_demo_then_compare(scripted, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["eval", "--benchmark", "demo", "--limit", "4", "--run-dir", str(run_dir)]) == 0
+    for name in ("manifest.json", "config.json", "results.jsonl", "summary.json", "summary.md"):
+        assert (run_dir / name).is_file(), name
+    assert len((run_dir / "results.jsonl").read_text().splitlines()) == 4
+    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == ["accuracy.png", "cost_by_route.png", "routes.png"]
+    capsys.readouterr()
+    assert main(["compare", str(run_dir), str(run_dir), "--out", str(tmp_path / "cmp")]) == 0
+    assert "| clear | demo |" in capsys.readouterr().out
+    assert (tmp_path / "cmp" / "comparison.md").is_file()
+
+
+def test_config_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "--list"]) == 0
+    assert "embedded" in capsys.readouterr().out
+    assert main(["config", "-c", "embedded"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["backbones"]["main"]["kind"] == "embedded"
