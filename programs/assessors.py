@@ -115,7 +115,7 @@ class OverrideGuard(dspy.Module):
             options=format_options(question),
             default_answer=describe_answer(default, question),
             challenger_answer=describe_answer(challenger, question),
-            evidence=render_dynamic_evidence(bundle, current().settings.passage_words),
+            evidence=render_dynamic_evidence(bundle),
         )
         if result.prediction is None:
             assert result.error is not None
@@ -147,7 +147,7 @@ class ChallengeAudit(dspy.Module):
             options=format_options(question),
             default_answer=describe_answer(default, question),
             challenger_answer=describe_answer(challenger, question),
-            evidence=render_dynamic_evidence(bundle, current().settings.passage_words),
+            evidence=render_dynamic_evidence(bundle),
         )
         if result.prediction is None:
             assert result.error is not None

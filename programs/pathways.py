@@ -107,9 +107,9 @@ class EvidenceAnswerer(dspy.Module):
             stage,  # type: ignore[arg-type]
             self.answer,
             question=render_question(question),
-            evidence=format_passages(passages, current().settings.passage_words),
             options=format_options(question),
             answer_format=answer_format(question),
+            evidence=format_passages(passages, current().settings.passage_words),
         )
 
 

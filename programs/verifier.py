@@ -15,7 +15,7 @@ from clearmed.programs.rules import answer_for_route, heuristic_verify
 from clearmed.programs.run_context import current
 from clearmed.programs.stage import run_stage
 from clearmed.signatures.clear import JudgeAgreement, VerifyAggregate
-from clearmed.signatures.records import Agreement, EvidenceBundle, StepError, VerifierOutput
+from clearmed.signatures.records import Agreement, EvidenceBundle, Passage, StepError, VerifierOutput
 
 
 def letter_agreement(bundle: EvidenceBundle, method: str = "letters") -> Agreement:
@@ -74,9 +74,32 @@ class CandidateAgreement(dspy.Module):
         return dspy.Prediction(agreement=agreement, error=None)
 
 
-def render_dynamic_evidence(bundle: EvidenceBundle, words: int | None) -> str:
-    passages = bundle.all_dynamic_passages()
-    return f"{format_passages(passages, words)}\n{format_quality_counts(bundle.dynamic_quality())}"
+def select_passages(passages: list[Passage], cited: set[str], limit: int | None) -> list[Passage]:
+    """At most `limit` passages, the ones a pathway cited first, then by retrieval order."""
+    if limit is None or len(passages) <= limit:
+        return passages
+    ranked = sorted(passages, key=lambda p: (p.id not in cited, passages.index(p)))
+    return sorted(ranked[:limit], key=passages.index)
+
+
+def _cited(bundle: EvidenceBundle) -> set[str]:
+    return {pid for candidate in bundle.candidates for pid in candidate.cited_passage_ids}
+
+
+def render_local_evidence(bundle: EvidenceBundle) -> str:
+    settings = current().settings
+    passages = select_passages(bundle.local_passages, _cited(bundle), settings.verifier_passages)
+    return format_passages(passages, settings.passage_words)
+
+
+def render_dynamic_evidence(bundle: EvidenceBundle) -> str:
+    """Initial and follow-up web evidence with quality labels, and the quality counts over all of it."""
+    settings = current().settings
+    cited = _cited(bundle)
+    passages = select_passages(bundle.dynamic_passages, cited, settings.verifier_passages)
+    for round_ in bundle.followups:
+        passages += select_passages(round_.passages, cited, settings.verifier_passages)
+    return f"{format_passages(passages, settings.passage_words)}\n{format_quality_counts(bundle.dynamic_quality())}"
 
 
 class AggregationVerifier(dspy.Module):
@@ -103,8 +126,8 @@ class AggregationVerifier(dspy.Module):
             question=render_question(question),
             options=format_options(question),
             candidates=format_candidates(bundle.candidates),
-            local_evidence=format_passages(bundle.local_passages, settings.passage_words),
-            dynamic_evidence=render_dynamic_evidence(bundle, settings.passage_words),
+            local_evidence=render_local_evidence(bundle),
+            dynamic_evidence=render_dynamic_evidence(bundle),
         )
         if result.prediction is None:
             return self._fallback(bundle, agreement, result.error)

@@ -40,10 +40,12 @@ class AnswerFromEvidence(dspy.Signature):
         + EVIDENCE_IS_DATA
     )
 
+    # Evidence comes last among the inputs: the local and dynamic calls then share the longest possible prompt
+    # prefix (an in-process model reuses it), and the passages sit right before the output instructions.
     question: str = dspy.InputField(desc="the medical question, possibly a clinical vignette")
-    evidence: str = dspy.InputField(desc="retrieved passages, each introduced by its id in square brackets")
     options: str = dspy.InputField(desc="the answer options, one per line as 'LETTER. text'; empty for free text")
     answer_format: str = dspy.InputField(desc="how many options to choose, or that a free-text answer is expected")
+    evidence: str = dspy.InputField(desc="retrieved passages, each introduced by its id in square brackets")
     rationale: str = dspy.OutputField(desc="one or two sentences linking the evidence to the answer")
     cited_ids: list[str] = dspy.OutputField(desc='ids of the passages the answer rests on, e.g. ["W2"]; [] if none')
     answer: str = dspy.OutputField(desc=ANSWER_DESC)

@@ -607,3 +607,22 @@ def test_follow_up_drops_pages_already_in_the_bundle() -> None:
     decision = decide(program)
     assert decision.bundle.followups[0].passages == []
     assert decision.bundle.dynamic_quality().n_high == 2
+
+
+def test_verifier_sees_cited_passages_first_within_its_budget() -> None:
+    program, engine, _ = build_toy_program(
+        {
+            "parametric": {"rationale": "r", "answer": "A"},
+            "local_answer": {"rationale": "r", "cited_ids": ["L3"], "answer": "A"},
+            "dynamic_answer": {"rationale": "r", "cited_ids": ["W2"], "answer": "A"},
+            "source_quality": label_all("high"),
+            "verifier": verifier_reply("consensus"),
+        },
+        settings=ProgramSettings(json_fallback=False, parallel_pathways="off", verifier_passages=1),
+    )
+    decide(program)
+    prompt = next(c for c in engine.calls if c.stage == "verifier").user
+    assert "[L3]" in prompt
+    assert "[W2]" in prompt
+    assert "[L1]" not in prompt
+    assert "[W1]" not in prompt

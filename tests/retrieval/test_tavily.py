@@ -1,0 +1,243 @@
+"""TavilySearch against a stdlib HTTP server on 127.0.0.1: success and every failure path, fully offline."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from clearmed.retrieval.base import EvidenceError, WebSearch
+from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
+
+KEY = "tvly-test-secret-123"
+
+RESULTS = {
+    "query": "measles rash",
+    "answer": None,
+    "results": [
+        {
+            "title": "Measles | CDC",
+            "url": "https://www.cdc.gov/measles/index.html",
+            "content": "Measles causes fever and a rash.",
+            "score": 0.91,
+            "published_date": "2024-02-01",
+        },
+        {"title": "no url", "content": "dropped"},
+        {
+            "title": "Measles - WHO",
+            "url": "https://www.who.int/news-room/fact-sheets/detail/measles",
+            "content": "Measles is a highly contagious viral disease.",
+            "score": 0.8,
+        },
+        {"title": "Empty", "url": "https://example.org/empty", "content": "  "},
+        {"title": "Third", "url": "https://en.wikipedia.org/wiki/Measles", "content": "Wiki text", "score": 0.5},
+    ],
+    "response_time": 0.4,
+}
+
+
+class FakeTavily:
+    """Behaviour switch + request log for the handler."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.requests: list[dict[str, Any]] = []
+
+
+def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # keep pytest output clean
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            mode = state.mode
+            if mode == "slow":
+                time.sleep(1.5)
+                return self._send(200, RESULTS)
+            if mode == "malformed":
+                return self._send_raw(200, b"<html>not json</html>")
+            if mode == "no_results":
+                return self._send(200, {"query": body["query"]})
+            if mode == "results_not_list":
+                return self._send(200, {"results": "nope"})
+            if mode == "all_bad":
+                return self._send(200, {"results": [{"title": "x"}]})
+            if mode == "echo_key":
+                return self._send(401, {"detail": {"error": f"Unauthorized: key {KEY} is invalid"}})
+            statuses = {"401": 401, "403": 403, "429": 429, "400": 400, "500": 500, "502": 502, "404": 404}
+            if mode in statuses:
+                return self._send(statuses[mode], {"detail": {"error": f"fake {mode}"}})
+            results = dict(RESULTS, results=RESULTS["results"][: body.get("max_results", 5) + 2])
+            return self._send(200, results)
+
+        def _send(self, status: int, payload: object) -> None:
+            self._send_raw(status, json.dumps(payload).encode())
+
+        def _send_raw(self, status: int, raw: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    return Handler
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[tuple[FakeTavily, str]]:
+    state = FakeTavily()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def tavily(fake: tuple[FakeTavily, str], monkeypatch: pytest.MonkeyPatch) -> tuple[FakeTavily, TavilySearch]:
+    state, url = fake
+    state.mode = "ok"
+    state.requests.clear()
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    options = TavilyOptions(api_base_url=url, search_depth="basic", include_domains=["cdc.gov", "who.int"])
+    return state, TavilySearch(options, timeout=5)
+
+
+def test_success_maps_results_to_dynamic_passages(tavily: tuple[FakeTavily, TavilySearch]) -> None:
+    state, search = tavily
+    assert isinstance(search, WebSearch)
+    passages = search.search("measles rash", 8)
+    assert [p.provenance.url for p in passages] == [
+        "https://www.cdc.gov/measles/index.html",
+        "https://www.who.int/news-room/fact-sheets/detail/measles",
+        "https://en.wikipedia.org/wiki/Measles",
+    ]
+    first = passages[0]
+    assert first.pathway == "dynamic"
+    assert first.id.startswith("tavily:")
+    assert first.title == "Measles | CDC"
+    assert first.provenance.kind == "web"
+    assert first.provenance.domain == "www.cdc.gov"
+    assert str(first.provenance.published) == "2024-02-01"
+    assert first.provenance.backend == "tavily"
+    assert first.provenance.query == "measles rash"
+    assert [p.provenance.rank for p in passages] == [1, 2, 3]
+    assert first.provenance.score == pytest.approx(0.91)
+    assert passages[1].provenance.published is None
+    (request,) = state.requests
+    assert request["path"] == "/search"
+    assert request["auth"] == f"Bearer {KEY}"
+    assert request["body"]["max_results"] == 8
+    assert request["body"]["search_depth"] == "basic"
+    assert request["body"]["include_domains"] == ["cdc.gov", "who.int"]
+
+
+def test_max_results_is_honoured(tavily: tuple[FakeTavily, TavilySearch]) -> None:
+    state, search = tavily
+    assert len(search.search("measles", 2)) == 2
+    assert state.requests[-1]["body"]["max_results"] == 2
+    search.search("measles", 50)
+    assert state.requests[-1]["body"]["max_results"] == 20  # Tavily's ceiling
+    assert search.search("measles", 0) == []
+
+
+def test_no_key_fails_before_any_request(
+    tavily: tuple[FakeTavily, TavilySearch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, search = tavily
+    monkeypatch.delenv("TAVILY_API_KEY")
+    with pytest.raises(EvidenceError, match="TAVILY_API_KEY") as info:
+        search.search("measles", 8)
+    assert info.value.kind == "no_key"
+    assert state.requests == []  # never ran keyless
+    monkeypatch.setenv("TAVILY_API_KEY", "   ")
+    with pytest.raises(EvidenceError) as info:
+        search.search("measles", 8)
+    assert info.value.kind == "no_key"
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "text"),
+    [
+        ("401", "auth", "rejected the API key"),
+        ("403", "forbidden", "refused"),
+        ("429", "rate_limit", "rate or usage limit"),
+        ("400", "bad_request", "invalid"),
+        ("500", "server", "HTTP 500"),
+        ("502", "server", "HTTP 502"),
+        ("404", "other", "HTTP 404"),
+        ("malformed", "bad_response", "not valid JSON"),
+        ("no_results", "bad_response", None),
+        ("results_not_list", "bad_response", "no 'results' list"),
+        ("all_bad", "bad_response", "none had a URL"),
+    ],
+)
+def test_failures_map_to_kinds(tavily: tuple[FakeTavily, TavilySearch], mode: str, kind: str, text: str | None) -> None:
+    state, search = tavily
+    state.mode = mode
+    if mode == "no_results":
+        # the client adds `results: []` when the key is missing: an empty answer, not an error
+        assert search.search("measles", 3) == []
+        return
+    with pytest.raises(EvidenceError, match=text) as info:
+        search.search("measles", 3)
+    assert info.value.kind == kind
+    assert info.value.backend == "tavily"
+    assert KEY not in str(info.value)
+
+
+def test_key_is_scrubbed_from_server_messages(tavily: tuple[FakeTavily, TavilySearch]) -> None:
+    state, search = tavily
+    state.mode = "echo_key"
+    with pytest.raises(EvidenceError) as info:
+        search.search("measles", 3)
+    assert KEY not in str(info.value)
+    assert "***" in str(info.value)
+
+
+def test_timeout(fake: tuple[FakeTavily, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    state, url = fake
+    state.mode = "slow"
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    search = TavilySearch(TavilyOptions(api_base_url=url), timeout=0.2)
+    with pytest.raises(EvidenceError, match=r"within 0\.2 s") as info:
+        search.search("measles", 3)
+    assert info.value.kind == "timeout"
+    state.mode = "ok"
+
+
+def test_connection_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    search = TavilySearch(TavilyOptions(api_base_url=f"http://127.0.0.1:{port}"), timeout=2)
+    with pytest.raises(EvidenceError, match="could not connect") as info:
+        search.search("measles", 3)
+    assert info.value.kind == "connection"
+
+
+def test_empty_query_is_rejected(tavily: tuple[FakeTavily, TavilySearch]) -> None:
+    state, search = tavily
+    with pytest.raises(EvidenceError) as info:
+        search.search("  ", 3)
+    assert info.value.kind == "bad_request"
+    assert state.requests == []
+
+
+def test_options_forbid_unknown_keys_and_key_not_in_cache_params() -> None:
+    with pytest.raises(ValueError, match="extra"):
+        TavilyOptions.model_validate({"api_key": KEY})
+    params = TavilySearch(TavilyOptions(api_base_url="http://x")).cache_params()
+    assert "api_base_url" not in params
+    assert params["search_depth"] == "advanced"
