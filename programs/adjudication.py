@@ -66,6 +66,9 @@ class Mechanisms:
     followup: bool = True
 
 
+ALL_MECHANISMS = Mechanisms()
+
+
 @dataclass
 class Adjudicated:
     """The adjudication layer's result: d = (a*, z*, j*, gamma*, B*) plus its trail."""
@@ -111,7 +114,7 @@ def adjudicate(
     agreement: Agreement,
     thresholds: Thresholds,
     actions: AdjudicationActions,
-    mechanisms: Mechanisms = Mechanisms(),
+    mechanisms: Mechanisms = ALL_MECHANISMS,
 ) -> Adjudicated:
     steps: list[AdjudicationStep] = []
     outputs: list[VerifierOutput] = []
@@ -169,7 +172,17 @@ def adjudicate(
     if answer is None:  # a route the candidates cannot back (possible in replayed records): stay conservative
         output, rule = heuristic_verify(bundle, agreement, bundle.dynamic_quality(), allow_more_search=False)
         outputs.append(output)
-        steps.append(_verifier_step(output, rule, "verifier route not backed by any candidate"))
+        steps.append(
+            AdjudicationStep(
+                mechanism="fallback",
+                trigger="verifier route not backed by any candidate",
+                rule="route_not_backed",
+                outcome=f"deterministic verifier: {rule}",
+                answer=output.answer,
+                route=output.route,
+                verifier=output,
+            )
+        )
         answer = answer_for_route(output.route, bundle, agreement)
     route: Route = output.route
     rationale = output.rationale

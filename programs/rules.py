@@ -36,6 +36,7 @@ RuleId = Literal[
     "heuristic_accept_dynamic",
     "heuristic_nothing_answered",
     "followup_bound_reached",
+    "route_not_backed",
     "guard_rejected_few_high_quality",
     "guard_rejected_conditions",
     "guard_assessment_failed",

@@ -626,3 +626,21 @@ def test_verifier_sees_cited_passages_first_within_its_budget() -> None:
     assert "[W2]" in prompt
     assert "[L1]" not in prompt
     assert "[W1]" not in prompt
+
+
+def test_assessor_routing_survives_an_optimizer_reset_copy() -> None:
+    main_script = {
+        **pathway_replies("B", "B", "A"),
+        "verifier": verifier_reply("accept_dynamic"),
+        "followup_query": {"query": "q"},
+    }
+    program, main, assessor = build_toy_program(
+        main_script, assessor={"source_quality": label_all("high"), "guard": GUARD_ALL_TRUE}
+    )
+    compiled = program.reset_copy()  # what BootstrapFewShot compiles: predictor LMs reset to None
+    assert all(predictor.lm is None for _, predictor in compiled.named_predictors())
+    decision = decide(compiled)
+    assert decision.deciding_rule == "guard_granted"
+    assert assessor is not None
+    assert {"guard", "source_quality"} <= set(assessor.stages())
+    assert "guard" not in main.stages()

@@ -1,0 +1,105 @@
+"""Replay the adjudication layer over a stored Decision: new thresholds or switches, zero new LM calls.
+
+A Decision keeps the candidates, passages, quality labels, agreement, every verifier output, every follow-up
+round and every guard/audit assessment. `replay_decision` runs the same `adjudicate` procedure as the live
+program, with actions served from those records. A branch the original run never took (a follow-up search
+that was not issued, a guard assessment never asked for) cannot be served from the record: replay then
+either raises `ReplayMiss`, or asks the `live` actions supplied by the caller (an LM-backed program, whose
+calls DSPy's cache makes free on a second visit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from clearmed.programs.adjudication import ALL_MECHANISMS, Adjudicated, AdjudicationActions, Mechanisms, adjudicate
+from clearmed.programs.rules import RuleId
+from clearmed.signatures.records import (
+    Agreement,
+    Answer,
+    AuditAssessment,
+    Decision,
+    EvidenceBundle,
+    FollowUpRound,
+    GuardAssessment,
+    StepError,
+    Thresholds,
+    VerifierOutput,
+)
+
+
+class ReplayMiss(LookupError):
+    """The replayed procedure needs a judgement the original run never made."""
+
+
+def _initial_bundle(decision: Decision) -> EvidenceBundle:
+    return decision.bundle.model_copy(update={"followups": []})
+
+
+@dataclass
+class RecordedActions:
+    """AdjudicationActions served from one stored Decision, in the order the original run used them."""
+
+    decision: Decision
+    live: AdjudicationActions | None = None
+    misses: list[str] = field(default_factory=list)
+    _verifier_queue: list[tuple[VerifierOutput, RuleId]] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        steps = [s for s in self.decision.steps if s.mechanism in ("verifier", "fallback") and s.verifier is not None]
+        internal = ("followup_bound_reached", "route_not_backed")  # decided by rules inside adjudicate, not actions
+        self._verifier_queue = [(s.verifier, s.rule) for s in steps if s.rule not in internal]  # type: ignore[misc]
+
+    def _miss(self, what: str) -> None:
+        self.misses.append(what)
+        if self.live is None:
+            raise ReplayMiss(f"{self.decision.question_id}: the original run has no record of {what}")
+
+    def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
+        # Verifications happen only in the needs_more_search loop: the n-th saw n merged rounds of that kind.
+        rounds = sum(1 for r in bundle.followups if r.trigger == "needs_more_search")
+        if rounds < len(self._verifier_queue):
+            return self._verifier_queue[rounds]
+        self._miss(f"a verification after {rounds} follow-up rounds")
+        assert self.live is not None
+        return self.live.verify(bundle, agreement)
+
+    def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
+        used = sum(1 for r in bundle.followups if r.trigger == trigger)
+        matching = [r for r in self.decision.bundle.followups if r.trigger == trigger]
+        if used < len(matching):
+            return matching[used]
+        self._miss(f"a {trigger} follow-up search")
+        assert self.live is not None
+        return self.live.follow_up(bundle, trigger)
+
+    def assess_guard(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
+        for step in self.decision.steps:
+            if step.mechanism == "guard" and (step.guard is not None or step.rule == "guard_assessment_failed"):
+                return step.guard if step.guard is not None else step.error  # type: ignore[return-value]
+        self._miss("an override guard assessment")
+        assert self.live is not None
+        return self.live.assess_guard(bundle, default, challenger)
+
+    def assess_audit(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> AuditAssessment | StepError:
+        for step in self.decision.steps:
+            if step.mechanism == "audit" and (step.audit is not None or step.rule == "audit_assessment_failed"):
+                return step.audit if step.audit is not None else step.error  # type: ignore[return-value]
+        self._miss("a challenge audit assessment")
+        assert self.live is not None
+        return self.live.assess_audit(bundle, default, challenger)
+
+
+def replay_decision(
+    decision: Decision,
+    thresholds: Thresholds,
+    mechanisms: Mechanisms = ALL_MECHANISMS,
+    *,
+    live: AdjudicationActions | None = None,
+) -> tuple[Adjudicated, RecordedActions]:
+    """Re-run the adjudication rules of one stored Decision under other thresholds or switches."""
+    if decision.agreement is None:
+        raise ReplayMiss(f"{decision.question_id}: the decision has no recorded agreement (not a CLEAR decision)")
+    actions = RecordedActions(decision, live=live)
+    result = adjudicate(_initial_bundle(decision), decision.agreement, thresholds, actions, mechanisms)
+    return result, actions

@@ -1,0 +1,93 @@
+"""Replaying stored decisions: same thresholds reproduce the decision with zero LM calls; new branches miss."""
+
+from __future__ import annotations
+
+import pytest
+
+from clearmed.optimize.replay import ReplayMiss, replay_decision
+from clearmed.programs.adjudication import Mechanisms
+from clearmed.signatures.records import Decision, Thresholds
+from clearmed.testing import GUARD_ALL_TRUE, build_toy_program, label_all, pathway_replies, verifier_reply
+
+
+def stored(script: dict, thresholds: Thresholds | None = None) -> Decision:
+    program, _, _ = build_toy_program(script, thresholds=thresholds)
+    decision = program(question=program_question()).decision
+    return Decision.model_validate_json(decision.model_dump_json())  # as read back from a run folder
+
+
+def program_question():
+    from clearmed.testing import QUESTION
+
+    return QUESTION
+
+
+GUARD_RUN = {
+    **pathway_replies("B", "B", "A"),
+    "source_quality": label_all("high"),
+    "verifier": verifier_reply("accept_dynamic"),
+    "followup_query": {"query": "q"},
+    "guard": GUARD_ALL_TRUE,
+}
+AUDIT_RUN = {
+    **pathway_replies("B", "B", "A"),
+    "source_quality": label_all("medium"),
+    "verifier": verifier_reply("consensus", answer="B"),
+    "followup_query": {"query": "q"},
+    "audit": {
+        "rationale": "r",
+        "clearly_supports_challenger": True,
+        "aligned_with_question": True,
+        "supports_exact_option": True,
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        GUARD_RUN,
+        AUDIT_RUN,
+        {
+            **pathway_replies("A", "B", "C"),
+            "source_quality": label_all("low"),
+            "verifier": verifier_reply("needs_more_search"),
+            "followup_query": {"query": "q"},
+        },
+    ],
+)
+def test_same_thresholds_reproduce_the_decision(script: dict) -> None:
+    decision = stored(script)
+    result, actions = replay_decision(decision, decision.thresholds)
+    assert (result.answer, result.route, result.rule) == (decision.answer, decision.route, decision.deciding_rule)
+    assert actions.misses == []
+
+
+def test_a_stricter_guard_rejects_from_the_record_alone() -> None:
+    decision = stored(GUARD_RUN)
+    assert decision.deciding_rule == "guard_granted"
+    result, actions = replay_decision(decision, Thresholds(guard_min_high=3))
+    assert result.rule == "guard_rejected_few_high_quality"
+    assert result.answer is not None
+    assert result.answer.letters == ("B",)
+    assert actions.misses == []
+
+
+def test_a_stricter_audit_rejects_from_the_record_alone() -> None:
+    decision = stored(AUDIT_RUN)
+    assert decision.deciding_rule == "audit_accepted"
+    result, _ = replay_decision(decision, Thresholds(audit_min_medium=5))
+    assert result.rule == "audit_rejected_evidence_counts"
+
+
+def test_ablating_the_guard_is_replayed_without_calls() -> None:
+    decision = stored(GUARD_RUN)
+    result, actions = replay_decision(decision, decision.thresholds, Mechanisms(guard=False))
+    assert (result.rule, result.route) == ("verifier", "accept_dynamic")
+    assert actions.misses == []
+
+
+def test_a_branch_never_taken_is_a_miss() -> None:
+    decision = stored(GUARD_RUN, thresholds=Thresholds(guard_min_high=5))  # original: rejected, no follow-up
+    with pytest.raises(ReplayMiss, match="guard follow-up search"):
+        replay_decision(decision, Thresholds(guard_min_high=1))
