@@ -81,6 +81,11 @@ def corpus_config_from_args(args: argparse.Namespace) -> CorpusConfig:
         if not isinstance(table, dict):
             raise ValueError(f"{args.config}: no [corpus] table")
         data.update(table)
+        # As in the project config loader: "~" expands, relative paths are relative to the config file.
+        for key in ("path", "index_dir", "data_root"):
+            if isinstance(data.get(key), str) and data[key]:
+                value = Path(data[key]).expanduser()
+                data[key] = value if value.is_absolute() else (args.config.parent / value).resolve()
     for flag in ("preset", "path", "hub"):
         if getattr(args, flag) is not None:
             for other in ("preset", "path", "hub"):

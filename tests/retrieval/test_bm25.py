@@ -4,6 +4,7 @@ import json
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clearmed.retrieval import bm25_rank
@@ -213,3 +214,24 @@ def test_parity_with_rank_bm25_on_shared_corpus(openstax_index: BM25sRetriever, 
         b = {h.id for h in small.retrieve(query, 10)}
         overlaps.append(len(a & b) / 10)
     assert sum(overlaps) / len(overlaps) >= 0.7
+
+
+@pytest.mark.parametrize("size", [5, 1_000, 200_000])
+@pytest.mark.parametrize("k", [1, 10, 50])
+def test_top_k_matches_a_full_sort(size: int, k: int) -> None:
+    from clearmed.retrieval.hits import top_k
+
+    rng = np.random.default_rng(size + k)
+    scores = rng.exponential(size=size).astype(np.float32)
+    scores[rng.random(size) < 0.3] = 0.0  # non-matching passages
+    scores[: min(size, 3)] = scores.max()  # ties at the top: broken by corpus order
+    expected = sorted(((i, float(s)) for i, s in enumerate(scores) if s > 0), key=lambda x: (-x[1], x[0]))[:k]
+    assert top_k(scores, k) == expected
+
+
+def test_top_k_all_zero_and_tiny() -> None:
+    from clearmed.retrieval.hits import top_k
+
+    assert top_k(np.zeros(100_000), 10) == []
+    assert top_k(np.array([0.0, 2.0]), 10) == [(1, 2.0)]
+    assert top_k(np.array([]), 3) == []

@@ -175,3 +175,9 @@ def test_stale_index_is_refused(tmp_path: Path, toy_jsonl: Path) -> None:
         build_retriever(CorpusConfig(path=toy_jsonl, index_dir=index_dir, chunking={"words": 50, "overlap": 5}))
     # No source in the config: the saved index is trusted as it is.
     assert isinstance(build_retriever(CorpusConfig(index_dir=index_dir)), BM25sRetriever)
+
+
+def test_user_paths_expand(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert CorpusConfig(preset="openstax", index_dir="~/idx").index_dir == tmp_path / "idx"
+    assert SearchConfig(cache_path="~/c.sqlite").cache_path == tmp_path / "c.sqlite"

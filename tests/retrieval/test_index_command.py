@@ -124,3 +124,15 @@ def test_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 def test_info_on_a_non_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["index", "info", str(tmp_path)]) == 2
     assert "not a clearmed index" in capsys.readouterr().err
+
+
+def test_config_paths_resolve_like_the_project_loader(
+    tmp_path: Path, toy_jsonl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "c.toml").write_text('[corpus]\npath = "../toy.jsonl"\nindex_dir = "~/idx"\n', encoding="utf-8")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path / "configs")
+    assert run(["index", "build", "--config", "c.toml"]) == 0
+    assert (tmp_path / "home" / "idx" / "manifest.json").is_file()

@@ -1,0 +1,129 @@
+"""The `[corpus]` and `[search]` tables of the project configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from clearmed.retrieval.cache import CacheMode
+from clearmed.retrieval.corpus import Chunking, FieldMapping, OnError
+from clearmed.retrieval.tavily import TavilyOptions
+from clearmed.retrieval.tokenize import TokenizerConfig
+
+CorpusBackend = Literal["bm25s", "rank_bm25", "memory"]
+SearchBackend = Literal["tavily", "offline", "none"]
+
+
+class CorpusConfig(BaseModel):
+    """The local pathway's corpus and index.
+
+    Source: exactly one of `preset` (a shared corpus: "openstax", "medquad"), `path` (.jsonl/.parquet with
+    `fields`), or `hub` (a Hugging Face id such as "MedRAG/textbooks"). With backend "bm25s" and an
+    `index_dir` that already holds an index, no source is needed: the index is loaded (memory-mapped).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: CorpusBackend = "bm25s"
+    preset: str | None = None
+    path: Path | None = None
+    hub: str | None = None
+    hub_split: str = "train"
+    name: str | None = None
+    fields: FieldMapping | None = None
+    index_dir: Path | None = None
+    rebuild: bool = False
+    chunking: Chunking | None = None
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    k: int = Field(default=5, ge=1, le=100)
+    limit: int | None = Field(default=None, ge=1)
+    on_error: OnError = "raise"
+    data_root: Path | None = None
+    force: bool = False
+
+    @field_validator("path", "index_dir", "data_root")
+    @classmethod
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CorpusConfig:
+        sources = [name for name in ("preset", "path", "hub") if getattr(self, name) is not None]
+        if len(sources) > 1:
+            raise ValueError(f"give one corpus source, not {' and '.join(sources)}")
+        if not sources and not (self.backend == "bm25s" and self.index_dir is not None):
+            raise ValueError("the corpus needs a source: preset, path or hub (or, for bm25s, a built index_dir)")
+        if self.index_dir is not None and self.backend != "bm25s":
+            raise ValueError(f"index_dir is only used by backend 'bm25s', not {self.backend!r}")
+        return self
+
+    def source_label(self) -> str | None:
+        """What is indexed, as recorded in an index manifest: "preset:openstax", "path:...", "hub:..."."""
+        if self.preset:
+            return f"preset:{self.preset}"
+        if self.path:
+            return f"path:{self.path.resolve()}"
+        if self.hub:
+            return f"hub:{self.hub}[{self.hub_split}]"
+        return None
+
+    def source_settings(self) -> dict[str, str | int | None]:
+        """Settings besides the tokenizer that change which passages an index holds."""
+        chunking = self.chunking
+        return {
+            "chunk_words": chunking.words if chunking else None,
+            "chunk_overlap": chunking.overlap if chunking else None,
+            "limit": self.limit,
+            "fields": self.fields.model_dump_json() if self.fields else None,
+        }
+
+    def corpus_name(self) -> str:
+        if self.name:
+            return self.name
+        if self.preset:
+            return self.preset
+        if self.hub:
+            return self.hub.split("/")[-1]
+        if self.path:
+            return self.path.stem
+        return self.index_dir.name if self.index_dir else "corpus"
+
+
+class SearchConfig(BaseModel):
+    """The dynamic pathway's web search, and its cache.
+
+    backend "offline" searches a page collection (`preset`, default "medquad", or a JSONL `pages` file);
+    "tavily" searches the live web (TAVILY_API_KEY from the environment); "none" disables the dynamic pathway.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: SearchBackend = "offline"
+    max_results: int = Field(default=8, ge=1, le=20)
+    timeout: float = Field(default=20.0, gt=0, le=120)
+    preset: str | None = None
+    pages: Path | None = None
+    fields: FieldMapping | None = None
+    index_dir: Path | None = None
+    one_per_url: bool = True
+    tavily: TavilyOptions = Field(default_factory=TavilyOptions)
+    cache_path: Path | None = None
+    cache_mode: CacheMode = "record"
+    data_root: Path | None = None
+
+    @field_validator("pages", "index_dir", "cache_path", "data_root")
+    @classmethod
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @model_validator(mode="after")
+    def _offline_source(self) -> SearchConfig:
+        if self.preset is not None and self.pages is not None:
+            raise ValueError("give either search.preset or search.pages, not both")
+        if self.backend == "offline" and self.preset is None and self.pages is None and self.index_dir is None:
+            self.preset = "medquad"
+        if self.cache_mode == "replay" and self.cache_path is None:
+            raise ValueError("cache_mode 'replay' needs a cache_path")
+        return self

@@ -1,0 +1,383 @@
+"""Source-quality priors: a rule-based label for a web passage from its domain, date and content type.
+
+Two uses: `prior_features` is the one-line description the LLM source-quality assessment sees next to each
+result, and `assess_with_priors` stands in for that assessment when it fails
+(`SourceQuality(origin="prior")`).
+
+Domains are matched on their suffix at a label boundary ("pubmed.ncbi.nlm.nih.gov" ends with ".nih.gov"), so
+look-alikes such as "nih.gov.example.com" or "cdc-gov.info" never inherit a health agency's authority.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import date
+from typing import Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel, SourceQuality
+
+Tier = Literal["government", "literature", "academic", "media", "low", "unknown"]
+ContentType = Literal[
+    "guideline",
+    "systematic_review",
+    "rct",
+    "case_report",
+    "patient_education",
+    "reference",
+    "news",
+    "forum",
+    "other",
+]
+
+TIER_DESCRIPTIONS: dict[Tier, str] = {
+    "government": "government health agency or guideline body",
+    "literature": "peer-reviewed literature or bibliographic database",
+    "academic": "academic medical centre or clinical reference",
+    "media": "health media site",
+    "low": "blog, forum, social or commercial site",
+    "unknown": "unrecognised site",
+}
+
+CONTENT_DESCRIPTIONS: dict[ContentType, str] = {
+    "guideline": "clinical guideline or recommendation",
+    "systematic_review": "systematic review or meta-analysis",
+    "rct": "randomised controlled trial",
+    "case_report": "case report",
+    "patient_education": "patient education page",
+    "reference": "reference or textbook entry",
+    "news": "news article",
+    "forum": "forum or user discussion",
+    "other": "unclassified",
+}
+
+# Most specific first where suffixes nest (PubMed sits under nih.gov but is literature, not agency guidance).
+DOMAIN_TIERS: dict[Tier, tuple[str, ...]] = {
+    "literature": (
+        "pubmed.ncbi.nlm.nih.gov",
+        "ncbi.nlm.nih.gov",
+        "europepmc.org",
+        "cochranelibrary.com",
+        "cochrane.org",
+        "nejm.org",
+        "thelancet.com",
+        "jamanetwork.com",
+        "bmj.com",
+        "nature.com",
+        "sciencedirect.com",
+        "springer.com",
+        "link.springer.com",
+        "wiley.com",
+        "onlinelibrary.wiley.com",
+        "acpjournals.org",
+        "academic.oup.com",
+        "ahajournals.org",
+        "plos.org",
+        "biomedcentral.com",
+        "frontiersin.org",
+        "mdpi.com",
+        "cell.com",
+        "annals.org",
+        "karger.com",
+        "tandfonline.com",
+        "journals.lww.com",
+    ),
+    "government": (
+        "nih.gov",
+        "cdc.gov",
+        "fda.gov",
+        "hhs.gov",
+        "ahrq.gov",
+        "medlineplus.gov",
+        "cancer.gov",
+        "cms.gov",
+        "va.gov",
+        "uspreventiveservicestaskforce.org",
+        "who.int",
+        "paho.org",
+        "ecdc.europa.eu",
+        "ema.europa.eu",
+        "nice.org.uk",
+        "nhs.uk",
+        "gov.uk",
+        "canada.ca",
+        "gov.au",
+        "health.gov.au",
+        "nhmrc.gov.au",
+        "sign.ac.uk",
+        "idsociety.org",
+        "heart.org",
+        "acc.org",
+        "acog.org",
+        "diabetes.org",
+        "cancer.org",
+        "asco.org",
+        "aap.org",
+        "escardio.org",
+        "gov",
+    ),
+    "academic": (
+        "mayoclinic.org",
+        "clevelandclinic.org",
+        "hopkinsmedicine.org",
+        "massgeneral.org",
+        "mskcc.org",
+        "mdanderson.org",
+        "stanfordhealthcare.org",
+        "uptodate.com",
+        "merckmanuals.com",
+        "msdmanuals.com",
+        "statpearls.com",
+        "medscape.com",
+        "aafp.org",
+        "edu",
+        "ac.uk",
+    ),
+    "media": (
+        "webmd.com",
+        "healthline.com",
+        "medicalnewstoday.com",
+        "verywellhealth.com",
+        "everydayhealth.com",
+        "drugs.com",
+        "statnews.com",
+        "health.com",
+        "nytimes.com",
+        "bbc.co.uk",
+        "bbc.com",
+        "reuters.com",
+        "theguardian.com",
+        "wikipedia.org",
+    ),
+    "low": (
+        "reddit.com",
+        "quora.com",
+        "medium.com",
+        "substack.com",
+        "blogspot.com",
+        "wordpress.com",
+        "tumblr.com",
+        "facebook.com",
+        "instagram.com",
+        "tiktok.com",
+        "youtube.com",
+        "x.com",
+        "twitter.com",
+        "pinterest.com",
+        "amazon.com",
+        "ebay.com",
+        "answers.com",
+        "patient.info/forums",
+    ),
+}
+
+# Content-type cues, checked in order; the first that matches decides. URL cues come before text cues.
+_URL_CUES: tuple[tuple[ContentType, re.Pattern[str]], ...] = (
+    ("forum", re.compile(r"(^|[/.])(forums?|community|discussions?|threads?|answers)([/.]|$)|/r/|/t/")),
+    ("guideline", re.compile(r"guideline|/recommendation|/consensus|/position-statement|/clinical-practice")),
+    ("systematic_review", re.compile(r"[/.]cd\d{6}|/cdsr/|systematic-review|meta-analysis")),
+    ("news", re.compile(r"/news/|/press-release|/newsroom|/blogs?/")),
+    (
+        "patient_education",
+        re.compile(r"/patient|/health-?topics?/|/healthtopics|medlineplus|/conditions/|/symptoms"),
+    ),
+)
+_TEXT_CUES: tuple[tuple[ContentType, re.Pattern[str]], ...] = (
+    (
+        "guideline",
+        re.compile(
+            r"\b(clinical practice guidelines?|guidelines?|recommendation statement|consensus statement"
+            r"|practice parameter)\b"
+        ),
+    ),
+    (
+        "systematic_review",
+        re.compile(r"\b(systematic review|meta-analys[ie]s|cochrane review|pooled analysis)\b"),
+    ),
+    (
+        "rct",
+        re.compile(r"\b(randomi[sz]ed (controlled|clinical|double-blind)|double-blind|placebo-controlled)\b"),
+    ),
+    ("case_report", re.compile(r"\b(case report|we report a case|we present a case|a case of)\b")),
+    ("news", re.compile(r"\b(press release|news release|reported today|said in a statement)\b")),
+    ("forum", re.compile(r"\b(posted by|reply #?\d|my (doctor|husband|wife|mom) (said|told)|anyone else)\b")),
+    (
+        "patient_education",
+        re.compile(
+            r"\b(what is \(are\)|what are the symptoms|talk (to|with) your doctor|patient information"
+            r"|how is .{1,40} treated)\b"
+        ),
+    ),
+)
+
+
+class QualityPriors(BaseModel):
+    """Every number the prior uses, so it can be tuned (and is recorded) like the adjudication thresholds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tier_weights: dict[Tier, float] = Field(
+        default_factory=lambda: {
+            "government": 0.85,
+            "literature": 0.8,
+            "academic": 0.75,
+            "media": 0.45,
+            "low": 0.1,
+            "unknown": 0.3,
+        }
+    )
+    content_bonus: dict[ContentType, float] = Field(
+        default_factory=lambda: {
+            "guideline": 0.1,
+            "systematic_review": 0.1,
+            "rct": 0.05,
+            "case_report": -0.05,
+            "patient_education": 0.0,
+            "reference": 0.0,
+            "news": -0.1,
+            "forum": -0.3,
+            "other": 0.0,
+        }
+    )
+    # Up to `recency_weight` for brand-new pages, halving every `half_life_years`; an undated page gets half.
+    recency_weight: float = Field(default=0.1, ge=0)
+    half_life_years: float = Field(default=5.0, gt=0)
+    # Medical advice ages: past this, a page is penalised regardless of source.
+    max_age_years: float = Field(default=15.0, gt=0)
+    too_old_penalty: float = Field(default=0.2, ge=0)
+    high_at: float = 0.8
+    medium_at: float = 0.45
+
+    @model_validator(mode="after")
+    def _ordered_cuts(self) -> QualityPriors:
+        if self.medium_at > self.high_at:
+            raise ValueError(f"medium_at ({self.medium_at}) must not exceed high_at ({self.high_at})")
+        return self
+
+
+# --------------------------------------------------------------------------------------------- features
+
+
+def host_of(passage: Passage) -> str | None:
+    host = passage.provenance.domain
+    if not host and passage.provenance.url:
+        url = passage.provenance.url
+        host = urlparse(url if "//" in url else f"//{url}").hostname
+    if not host:
+        return None
+    host = host.strip().rstrip(".").lower()
+    return host[4:] if host.startswith("www.") else host
+
+
+def matches_suffix(host: str, suffix: str) -> bool:
+    """True when `host` is `suffix` or a subdomain of it (label boundary: "evilnih.gov" is not nih.gov)."""
+    return host == suffix or host.endswith("." + suffix)
+
+
+def domain_tier(host: str | None, url: str | None = None) -> tuple[Tier, str | None]:
+    """The authority tier of a host and the registered suffix that matched (None when unknown)."""
+    if not host:
+        return "unknown", None
+    path = urlparse(url).path.lower() if url else ""
+    for tier, suffixes in DOMAIN_TIERS.items():
+        for suffix in suffixes:
+            if "/" in suffix:  # a path-scoped entry such as patient.info/forums
+                site, _, prefix = suffix.partition("/")
+                if matches_suffix(host, site) and path.startswith("/" + prefix):
+                    return tier, site
+            elif matches_suffix(host, suffix):
+                return tier, suffix
+    return "unknown", None
+
+
+def content_type(passage: Passage) -> ContentType:
+    url = (passage.provenance.url or "").lower()
+    for kind, pattern in _URL_CUES:
+        if pattern.search(url):
+            return kind
+    text = f"{passage.title}\n{passage.text[:1500]}".lower()
+    for kind, pattern in _TEXT_CUES:
+        if pattern.search(text):
+            return kind
+    if passage.provenance.kind == "corpus":
+        return "reference"
+    return "other"
+
+
+def _display_domain(host: str | None, matched: str | None) -> str:
+    if not host:
+        return "unknown"
+    if matched and "." in matched:
+        return matched
+    # Generic suffix matches (".gov", ".edu") and unknowns: show the last two labels, which is what a reader
+    # recognises ("cdc.gov", "harvard.edu"), without a public-suffix list.
+    labels = host.split(".")
+    return (
+        ".".join(labels[-3:])
+        if len(labels) >= 3 and len(labels[-1]) == 2 and len(labels[-2]) <= 3
+        else ".".join(labels[-2:])
+    )
+
+
+def prior_features(passage: Passage) -> str:
+    """One line for the LLM assessor, e.g.
+    "domain cancer.gov (government health agency or guideline body); published 2024-03; content type: patient
+    education page"."""
+    host = host_of(passage)
+    tier, matched = domain_tier(host, passage.provenance.url)
+    if host is None and passage.provenance.kind == "corpus":
+        source = f"corpus {passage.provenance.corpus or 'unknown'} (curated local corpus)"
+    else:
+        source = f"domain {_display_domain(host, matched)} ({TIER_DESCRIPTIONS[tier]})"
+    published = passage.provenance.published
+    when = f"published {published:%Y-%m}" if published else "publication date unknown"
+    return f"{source}; {when}; content type: {CONTENT_DESCRIPTIONS[content_type(passage)]}"
+
+
+# --------------------------------------------------------------------------------------------- scoring
+
+
+def prior_score(passage: Passage, priors: QualityPriors, today: date) -> float:
+    tier, _ = domain_tier(host_of(passage), passage.provenance.url)
+    score = priors.tier_weights.get(tier, 0.0) + priors.content_bonus.get(content_type(passage), 0.0)
+    published = passage.provenance.published
+    if published is None:
+        score += priors.recency_weight * 0.5
+    else:
+        age_years = max((today - published).days, 0) / 365.25
+        score += priors.recency_weight * 0.5 ** (age_years / priors.half_life_years)
+        if age_years > priors.max_age_years:
+            score -= priors.too_old_penalty
+    return round(score, 4)
+
+
+def prior_label(score: float, priors: QualityPriors) -> QualityLabel:
+    if score >= priors.high_at:
+        return "high"
+    if score >= priors.medium_at:
+        return "medium"
+    return "low"
+
+
+def prior_assessment(
+    passage: Passage, priors: QualityPriors | None = None, today: date | None = None
+) -> QualityAssessment:
+    priors = priors or QualityPriors()
+    score = prior_score(passage, priors, today or date.today())
+    return QualityAssessment(
+        passage_id=passage.id,
+        label=prior_label(score, priors),
+        reason=f"prior {score:.2f}: {prior_features(passage)}",
+    )
+
+
+def assess_with_priors(
+    passages: Iterable[Passage], priors: QualityPriors | None = None, today: date | None = None
+) -> SourceQuality:
+    """Label every passage from priors alone: the fallback when the LLM source-quality assessment fails."""
+    priors = priors or QualityPriors()
+    today = today or date.today()
+    return SourceQuality(assessments=[prior_assessment(passage, priors, today) for passage in passages], origin="prior")
