@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,3 +210,11 @@ def test_config_is_immutable() -> None:
     cfg = parse_backbone({"kind": "embedded", "model": "m"})
     with pytest.raises(ValidationError):
         cfg.temperature = 0.5  # type: ignore[misc]
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    table = {"kind": "embedded", "model": "m", "model_path": "models/x.gguf", "model_cache_dir": "~/cache"}
+    cfg = parse_backbones({"main": table}, source=SOURCE, base=tmp_path)["main"]
+    assert cfg.model_path == str(tmp_path / "models" / "x.gguf")
+    assert cfg.model_cache_dir == "~/cache"  # home-relative stays as written (expanded at use)
+    assert parse_backbone(table).model_path == "models/x.gguf"  # no base: as written

@@ -35,3 +35,17 @@ def test_packaged_model_answers_through_dspy() -> None:
     shared = lm.engine.load()
     request_messages = lm.history[-1]["messages"]
     assert shared.count_tokens(request_messages) == usage["prompt_tokens"]
+
+
+@pytest.mark.skipif(not _embedded_installed(), reason="needs the `embedded` extra (llama-cpp-python + model parts)")
+def test_ram_prompt_cache_keeps_lean_states() -> None:
+    cfg = parse_backbone(
+        {"kind": "embedded", "model": "qwen2.5-coder-1.5b", "n_ctx": 2048, "prompt_cache_mb": 64}
+        | {"temperature": 0.0, "max_tokens": 4, "cache": False, "num_retries": 0}
+    )
+    lm = build_lm(cfg)
+    lm("Say hi.")
+    states = list(lm.engine.load().llm.cache.cache_state.values())
+    assert len(states) == 1
+    assert states[0].scores.shape[0] == 1  # no 311 MB logits copy per saved prompt
+    assert 0 < states[0].llama_state_size < 64 * 1024 * 1024
