@@ -100,7 +100,7 @@ def parse_config(tables: Mapping[str, Any], *, source: str = "", base: Path | No
     if not isinstance(backbones_table, Mapping):
         where = f"{source}: " if source else ""
         raise ConfigError(f"{where}backbones: a [backbones.main] table is required")
-    backbones = parse_backbones(backbones_table, source=source)
+    backbones = parse_backbones(backbones_table, source=source, base=base)
     if base is not None:
         data = _resolve_paths(data, base)
     try:
