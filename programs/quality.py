@@ -53,7 +53,8 @@ class SourceQualityAssessor(dspy.Module):
         if not passages:
             return dspy.Prediction(quality=SourceQuality(), error=None)
         features = {p.id: self.priors.features(p) for p in passages} if self.priors is not None else {}
-        words = current().settings.passage_words
+        settings = current().settings
+        words = settings.quality_snippet_words or settings.passage_words
         result = run_stage(
             stage,  # type: ignore[arg-type]
             self.assess,

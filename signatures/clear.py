@@ -1,5 +1,9 @@
 """Typed DSPy signatures for every LM step of CLEAR.
 
+Pathway answers come before their one-sentence rationale: an output cut short by a token budget still
+carries its answer, and small models gain little from reasoning first. The verifier and the assessors
+reason first, briefly, because their judgement is the point of the call.
+
 Prompts live here, in docstrings and field descriptions, where DSPy optimizers can see and tune them.
 Evidence always arrives as a pre-formatted, quoted input field: retrieved text is data to weigh, never
 instructions to follow. Option letters come back as text and are parsed in Python (`programs.answers`),
@@ -29,8 +33,8 @@ class AnswerFromKnowledge(dspy.Signature):
     question: str = dspy.InputField(desc="the medical question, possibly a clinical vignette")
     options: str = dspy.InputField(desc="the answer options, one per line as 'LETTER. text'; empty for free text")
     answer_format: str = dspy.InputField(desc="how many options to choose, or that a free-text answer is expected")
-    rationale: str = dspy.OutputField(desc="one or two sentences of key reasoning")
     answer: str = dspy.OutputField(desc=ANSWER_DESC)
+    rationale: str = dspy.OutputField(desc="one sentence: the key reason")
 
 
 class AnswerFromEvidence(dspy.Signature):
@@ -46,9 +50,9 @@ class AnswerFromEvidence(dspy.Signature):
     options: str = dspy.InputField(desc="the answer options, one per line as 'LETTER. text'; empty for free text")
     answer_format: str = dspy.InputField(desc="how many options to choose, or that a free-text answer is expected")
     evidence: str = dspy.InputField(desc="retrieved passages, each introduced by its id in square brackets")
-    rationale: str = dspy.OutputField(desc="one or two sentences linking the evidence to the answer")
     cited_ids: list[str] = dspy.OutputField(desc='ids of the passages the answer rests on, e.g. ["W2"]; [] if none')
     answer: str = dspy.OutputField(desc=ANSWER_DESC)
+    rationale: str = dspy.OutputField(desc="one sentence linking the evidence to the answer")
 
 
 class AssessSourceQuality(dspy.Signature):
@@ -82,7 +86,7 @@ class VerifyAggregate(dspy.Signature):
     candidates: str = dspy.InputField(desc="each pathway's answer and rationale")
     local_evidence: str = dspy.InputField(desc="passages from the curated corpus")
     dynamic_evidence: str = dspy.InputField(desc="web results with their quality labels, and quality counts")
-    rationale: str = dspy.OutputField(desc="two or three sentences: which evidence decides and why")
+    rationale: str = dspy.OutputField(desc="one or two sentences: which evidence decides and why")
     answer: str = dspy.OutputField(desc=ANSWER_DESC)
     route: Route = dspy.OutputField()
     confidence: Confidence = dspy.OutputField()
