@@ -40,7 +40,9 @@ class ProgramSettings(Record):
     dynamic_k: int = Field(default=8, ge=0, description="web results per search (paper: 8)")
     passage_words: int | None = Field(default=None, ge=10, description="truncate each passage to N words")
     quality_snippet_words: int | None = Field(
-        default=None, ge=5, description="words of each result shown to the quality assessment (source, date and type matter most)"
+        default=None,
+        ge=5,
+        description="words of each result shown to the quality assessment (source, date and type matter most)",
     )
     verifier_passages: int | None = Field(
         default=None, ge=0, description="passages per pathway shown to the verifier and assessors (cited first)"
