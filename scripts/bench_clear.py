@@ -81,6 +81,9 @@ def main() -> int:
                 "gold": gold,
                 "status": decision.status,
                 "stages": {k: round(v, 1) for k, v in per_stage.items()},
+                "errors": [
+                    f"{s.error.stage}: {s.error.kind}: {s.error.message[:80]}" for s in decision.steps if s.error
+                ],
             }
         )
         print(json.dumps(rows[-1]), flush=True)
