@@ -1,8 +1,9 @@
 """Typed DSPy signatures for every LM step of CLEAR.
 
-Pathway answers come before their one-sentence rationale: an output cut short by a token budget still
-carries its answer, and small models gain little from reasoning first. The verifier and the assessors
-reason first, briefly, because their judgement is the point of the call.
+Pathway answers and the verifier's route come before their short rationale: an output cut short by a token
+budget still carries its decision (measured on the embedded model: a reasoning-first verifier was cut off
+and unparseable on a third of the demo questions), and small models gain little from reasoning first.
+The guard and audit assessors reason first, briefly, because their judgement is the point of the call.
 
 Prompts live here, in docstrings and field descriptions, where DSPy optimizers can see and tune them.
 Evidence always arrives as a pre-formatted, quoted input field: retrieved text is data to weigh, never
@@ -86,10 +87,10 @@ class VerifyAggregate(dspy.Signature):
     candidates: str = dspy.InputField(desc="each pathway's answer and rationale")
     local_evidence: str = dspy.InputField(desc="passages from the curated corpus")
     dynamic_evidence: str = dspy.InputField(desc="web results with their quality labels, and quality counts")
-    rationale: str = dspy.OutputField(desc="one or two sentences: which evidence decides and why")
     answer: str = dspy.OutputField(desc=ANSWER_DESC)
     route: Route = dspy.OutputField()
     confidence: Confidence = dspy.OutputField()
+    rationale: str = dspy.OutputField(desc="one or two sentences: which evidence decides and why")
 
 
 class GenerateFollowUpQuery(dspy.Signature):
