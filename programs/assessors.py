@@ -3,6 +3,8 @@ challenge audit assessments (CLEAR 2.3.2-2.3.3). Each returns typed records or a
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 import dspy
 
 from clearmed.programs.answers import format_options
@@ -11,6 +13,7 @@ from clearmed.programs.pathways import search_web
 from clearmed.programs.quality import SourceQualityAssessor, label_passages
 from clearmed.programs.rules import competing_answers
 from clearmed.programs.run_context import current
+from clearmed.programs.settings import Stage
 from clearmed.programs.shared import Shared
 from clearmed.programs.stage import run_stage
 from clearmed.programs.verifier import render_dynamic_evidence
@@ -99,63 +102,56 @@ class FollowUpSearch(dspy.Module):
         return dspy.Prediction(round=round_)
 
 
-class OverrideGuard(dspy.Module):
+AssessmentT = TypeVar("AssessmentT", GuardAssessment, AuditAssessment)
+
+
+class _ConflictAssessor(dspy.Module, Generic[AssessmentT]):
+    """One LM judgement of a default answer against the dynamic challenger, parsed into a typed record.
+
+    The record's boolean fields are the signature's output fields of the same name.
+    """
+
+    stage: Stage
+    record: type[AssessmentT]
+
+    def __init__(self, signature: type[dspy.Signature]) -> None:
+        super().__init__()
+        self.assess = dspy.Predict(signature)
+
+    def forward(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> AssessmentT | StepError:
+        question = bundle.question
+        result = run_stage(
+            self.stage,
+            self.assess,
+            question=render_question(question),
+            options=format_options(question),
+            default_answer=describe_answer(default, question),
+            challenger_answer=describe_answer(challenger, question),
+            evidence=render_dynamic_evidence(bundle),
+        )
+        if result.prediction is None:
+            assert result.error is not None
+            return result.error
+        prediction = result.prediction
+        conditions = {name: bool(getattr(prediction, name)) for name in self.record.model_fields if name != "rationale"}
+        return self.record(**conditions, rationale=str(prediction.rationale or ""))
+
+
+class OverrideGuard(_ConflictAssessor[GuardAssessment]):
     """Assesses the guard's five conditions on the follow-up evidence."""
 
+    stage = "guard"
+    record = GuardAssessment
+
     def __init__(self) -> None:
-        super().__init__()
-        self.assess = dspy.Predict(AssessOverride)
-
-    def forward(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
-        question = bundle.question
-        result = run_stage(
-            "guard",
-            self.assess,
-            question=render_question(question),
-            options=format_options(question),
-            default_answer=describe_answer(default, question),
-            challenger_answer=describe_answer(challenger, question),
-            evidence=render_dynamic_evidence(bundle),
-        )
-        if result.prediction is None:
-            assert result.error is not None
-            return result.error
-        pred = result.prediction
-        return GuardAssessment(
-            supports_challenger=bool(pred.supports_challenger),
-            default_not_better_supported=bool(pred.default_not_better_supported),
-            aligned_with_question=bool(pred.aligned_with_question),
-            supports_exact_option=bool(pred.supports_exact_option),
-            no_unresolved_conflict=bool(pred.no_unresolved_conflict),
-            rationale=str(pred.rationale or ""),
-        )
+        super().__init__(AssessOverride)
 
 
-class ChallengeAudit(dspy.Module):
+class ChallengeAudit(_ConflictAssessor[AuditAssessment]):
     """Assesses whether the follow-up evidence clearly supports the dynamic challenger."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.assess = dspy.Predict(AssessChallenge)
+    stage = "audit"
+    record = AuditAssessment
 
-    def forward(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> AuditAssessment | StepError:
-        question = bundle.question
-        result = run_stage(
-            "audit",
-            self.assess,
-            question=render_question(question),
-            options=format_options(question),
-            default_answer=describe_answer(default, question),
-            challenger_answer=describe_answer(challenger, question),
-            evidence=render_dynamic_evidence(bundle),
-        )
-        if result.prediction is None:
-            assert result.error is not None
-            return result.error
-        pred = result.prediction
-        return AuditAssessment(
-            clearly_supports_challenger=bool(pred.clearly_supports_challenger),
-            aligned_with_question=bool(pred.aligned_with_question),
-            supports_exact_option=bool(pred.supports_exact_option),
-            rationale=str(pred.rationale or ""),
-        )
+    def __init__(self) -> None:
+        super().__init__(AssessChallenge)
