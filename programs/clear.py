@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dspy
 
+from clearmed.backbones.factory import supports_concurrency
 from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
 from clearmed.programs.assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
 from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
@@ -32,12 +33,6 @@ from clearmed.signatures.records import (
     Thresholds,
     VerifierOutput,
 )
-
-
-def lm_serves_concurrently(lm: dspy.BaseLM | None) -> bool:
-    """Remote backends take concurrent calls; an in-process engine that serialises its calls does not."""
-    engine = getattr(lm, "engine", None)
-    return not getattr(engine, "serializes_calls", False)
 
 
 class _LiveActions:
@@ -101,7 +96,9 @@ class CLEAR(dspy.Module):
         mode = self.settings.parallel_pathways
         if mode != "auto":
             return mode == "on"
-        return all(lm_serves_concurrently(lm) for lm in (context.role_lms.get("main") or dspy.settings.lm,))
+        # Remote backends take concurrent calls; an in-process engine that serialises its calls does not.
+        lm = context.lm_for("parametric")[1]
+        return lm is None or supports_concurrency(lm)
 
     def _run_pathways(self, question: Question) -> list[dspy.Prediction]:
         calls: list[Callable[[], dspy.Prediction]] = [

@@ -644,3 +644,13 @@ def test_assessor_routing_survives_an_optimizer_reset_copy() -> None:
     assert assessor is not None
     assert {"guard", "source_quality"} <= set(assessor.stages())
     assert "guard" not in main.stages()
+
+
+@pytest.mark.parametrize(("serial", "parallel"), [(True, False), (False, True)])
+def test_auto_concurrency_follows_the_backend(serial: bool, parallel: bool) -> None:
+    from clearmed.programs.run_context import RunContext
+
+    program, engine, _ = build_toy_program({}, settings=ProgramSettings(parallel_pathways="auto"))
+    engine.serializes_calls = serial
+    context = RunContext(settings=program.settings, role_lms=program.role_lms)
+    assert program._parallel(context) is parallel
