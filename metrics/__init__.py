@@ -11,6 +11,7 @@ LM, passed in: `FreeTextJudge(judge_lm)`, `RubricGrader(judge_lm)`.
 from clearmed.metrics._decision import QuestionScore, score_decision
 from clearmed.metrics._free_text import FreeTextJudge, FreeTextJudgement, JudgeTask, extract_final_answer
 from clearmed.metrics._intervals import Interval, bootstrap_interval, wilson_interval
+from clearmed.metrics._leakage import LeakageReport, PassageLeak, audit_leakage, passage_leak
 from clearmed.metrics._mcq import McqScore, score_mcq
 from clearmed.metrics._rubric import (
     RubricGrade,
@@ -30,16 +31,20 @@ __all__ = [
     "FreeTextJudgement",
     "Interval",
     "JudgeTask",
+    "LeakageReport",
     "McqScore",
+    "PassageLeak",
     "QuestionScore",
     "RubricGrade",
     "RubricGrader",
     "RubricItemGrade",
     "RubricSummary",
     "accuracy_summary",
+    "audit_leakage",
     "bootstrap_interval",
     "extract_final_answer",
     "healthbench_summary",
+    "passage_leak",
     "render_conversation",
     "render_rubric_item",
     "rubric_score",

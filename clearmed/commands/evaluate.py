@@ -53,6 +53,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from clearmed.evaluation import EvalSpec, run_evaluation, summarize, write_plots
     from clearmed.evaluation.report import comparison_table
     from clearmed.evaluation.store import RunStore
+    from clearmed.metrics import audit_leakage
 
     config = load_config(args.config)
     bench = _load_questions(args)
@@ -95,6 +96,8 @@ def run_eval(args: argparse.Namespace) -> int:
         summary = summarize(records, manifest, seed=args.seed)
         store.write_json("summary.json", summary.model_dump_json(indent=2))
         store.write_json("summary.md", comparison_table([summary]))
+        flagged = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
+        store.write_json("leakage.json", json.dumps([f.model_dump() for f in flagged if f.flagged], indent=2))
         write_plots([summary], run_dir / "plots")
     Console().print(comparison_table([summary]))
     console.print(f"run folder: {run_dir}")

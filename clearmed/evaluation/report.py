@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.evaluation.store import EvalRecord, RunManifest
-from clearmed.metrics import AccuracySummary, accuracy_summary
+from clearmed.metrics import AccuracySummary, accuracy_summary, audit_leakage
 
 
 class CostSummary(BaseModel):
@@ -57,6 +57,8 @@ class RunSummary(BaseModel):
     revisions_accepted: int
     cost: CostSummary
     cost_by_route: list[RouteCost]
+    leakage_questions: int = 0
+    leakage_passages: dict[str, int] = {}
 
 
 def _route(record: EvalRecord) -> str:
@@ -87,6 +89,8 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
             )
         )
     lm_rows = [[row for row in d.usage if row.role != "tool"] for d in decisions]
+    leaks = [audit_leakage(d.bundle.question, d) for d in decisions]
+    leak_kinds = Counter("local" if leak.passage_id.startswith("L") else "web" for r in leaks for leak in r.leaks)
     return RunSummary(
         program=manifest.program,
         benchmark=manifest.benchmark,
@@ -113,6 +117,8 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
             cache_hit_calls=sum(1 for rows in lm_rows for row in rows if row.cached),
         ),
         cost_by_route=cost_by_route,
+        leakage_questions=sum(1 for report in leaks if report.flagged),
+        leakage_passages=dict(leak_kinds),
     )
 
 
@@ -131,7 +137,7 @@ def comparison_table(summaries: Sequence[RunSummary]) -> str:
     """Markdown: one row per run (accuracy with a 95% Wilson interval, failures, cost, routes)."""
     header = (
         "| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | s/question | LM calls/q "
-        "| follow-ups | revisions | routes |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "| follow-ups | revisions | leaked items | routes |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     rows = []
     for s in summaries:
@@ -140,7 +146,8 @@ def comparison_table(summaries: Sequence[RunSummary]) -> str:
         rows.append(
             f"| {s.program} | {s.benchmark} | {s.evaluated}/{s.planned} | {accuracy_cell(s)} "
             f"| {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.cost.mean_seconds:.1f} "
-            f"| {s.cost.mean_lm_calls:.1f} | {s.followup_searches} | {s.revisions_accepted} | {routes} |"
+            f"| {s.cost.mean_lm_calls:.1f} | {s.followup_searches} | {s.revisions_accepted} "
+            f"| {s.leakage_questions} | {routes} |"
         )
     return "\n".join([header, *rows]) + "\n"
 

@@ -95,7 +95,7 @@ def test_parse_options_letters_and_plain_texts() -> None:
 def test_eval_demo_then_compare(scripted, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = tmp_path / "run"
     assert main(["eval", "--benchmark", "demo", "--limit", "4", "--run-dir", str(run_dir)]) == 0
-    for name in ("manifest.json", "config.json", "results.jsonl", "summary.json", "summary.md"):
+    for name in ("manifest.json", "config.json", "results.jsonl", "summary.json", "summary.md", "leakage.json"):
         assert (run_dir / name).is_file(), name
     assert len((run_dir / "results.jsonl").read_text().splitlines()) == 4
     assert sorted(p.name for p in (run_dir / "plots").iterdir()) == ["accuracy.png", "cost_by_route.png", "routes.png"]
