@@ -61,10 +61,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     with console.status(f"answering with {config.backbones['main'].model} ...", spinner="dots"):
         program = build_clear(config)
-        if args.program_artifact:
-            from clearmed.optimize.artifacts import load_artifact_into
-
-            load_artifact_into(program, args.program_artifact, config, console)
         decision = program(question=question).decision
     if args.json:
         sys.stdout.write(decision.model_dump_json(indent=2) + "\n")
@@ -116,7 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--context", help="context given with the question (e.g. an abstract)")
     ask.add_argument("--demo", metavar="ID", help="answer a question of the built-in demo bundle (see `clearmed demo`)")
     ask.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
-    ask.add_argument("--program-artifact", help="a compiled program folder from `clearmed compile`")
     ask.add_argument("--json", action="store_true", help="print the Decision as JSON")
     ask.add_argument("--passages", type=int, default=12, help="evidence rows to show (default 12)")
     ask.set_defaults(func=cmd_ask)
