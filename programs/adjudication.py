@@ -8,7 +8,7 @@ supplies actions replayed from a stored Decision, so both run exactly the same r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from clearmed.programs.rules import (
     RuleId,
@@ -195,6 +195,47 @@ def adjudicate(
     return Adjudicated(answer, route, rationale, confidence, rule, bundle, steps, outputs)
 
 
+@dataclass(frozen=True)
+class _Contest:
+    """A default answer contested by the dynamic challenger; the guard or the audit settles it."""
+
+    mechanism: Literal["guard", "audit"]
+    trigger: str
+    default: Answer
+    default_route: Route
+    challenger: Answer
+
+    def settle(
+        self,
+        rule: RuleId,
+        outcome: str,
+        revised: bool,
+        confidence: Confidence,
+        bundle: EvidenceBundle,
+        steps: list[AdjudicationStep],
+        outputs: list[VerifierOutput],
+        rationale: str,
+        **recorded: object,
+    ) -> Adjudicated:
+        """Record the step (with the guard/audit assessment or error in `recorded`) and conclude."""
+        answer, route = (self.challenger, "accept_dynamic") if revised else (self.default, self.default_route)
+        steps.append(
+            AdjudicationStep(
+                mechanism=self.mechanism,
+                trigger=self.trigger,
+                rule=rule,
+                outcome=outcome,
+                answer=answer,
+                route=route,
+                **recorded,  # type: ignore[arg-type]
+            )
+        )
+        label = "Override guard" if self.mechanism == "guard" else "Challenge audit"
+        return Adjudicated(
+            answer, route, f"{label}: {outcome}. {rationale}".strip(), confidence, rule, bundle, steps, outputs
+        )
+
+
 def _run_guard(
     bundle: EvidenceBundle,
     agreement: Agreement,
@@ -213,37 +254,11 @@ def _run_guard(
         "the parametric-local consensus" if agreement.parametric_local else "the other pathways"
     )
 
-    def finish(
-        rule: RuleId,
-        outcome: str,
-        granted: bool,
-        assessment: GuardAssessment | None = None,
-        error: StepError | None = None,
-    ) -> Adjudicated:
-        answer, route = (challenger, "accept_dynamic") if granted else (default, default_route)
-        steps.append(
-            AdjudicationStep(
-                mechanism="guard",
-                trigger=trigger,
-                rule=rule,
-                outcome=outcome,
-                answer=answer,
-                route=route,
-                guard=assessment,
-                error=error,
-            )
-        )  # type: ignore[arg-type]
-        note = f"Override guard: {outcome}."
-        return Adjudicated(
-            answer,
-            route,
-            f"{note} {rationale}".strip(),
-            confidence if granted else "medium",  # type: ignore[arg-type]
-            rule,
-            bundle,
-            steps,
-            outputs,
-        )
+    contest = _Contest("guard", trigger, default, default_route, challenger)
+
+    def finish(rule: RuleId, outcome: str, granted: bool, **recorded: object) -> Adjudicated:
+        confidence_now: Confidence = confidence if granted else "medium"
+        return contest.settle(rule, outcome, granted, confidence_now, bundle, steps, outputs, rationale, **recorded)
 
     quality = bundle.dynamic_quality()
     if not guard_may_search(quality, thresholds):
@@ -270,14 +285,14 @@ def _run_guard(
             "guard_granted",
             "all five override conditions hold; override granted",
             granted=True,
-            assessment=assessment,
+            guard=assessment,
         )
     failed = [name for name, held in assessment.model_dump(exclude={"rationale"}).items() if not held]
     return finish(
         "guard_rejected_conditions",
         f"override rejected: not {', not '.join(failed)}",
         granted=False,
-        assessment=assessment,
+        guard=assessment,
     )
 
 
@@ -300,37 +315,11 @@ def _run_audit(
     kept_route: Route = route if route in ("consensus", "keep_parametric", "keep_local") else "consensus"
     trigger = "dynamic answer challenges the parametric-local consensus"
 
-    def finish(
-        rule: RuleId,
-        outcome: str,
-        accepted: bool,
-        assessment: AuditAssessment | None = None,
-        error: StepError | None = None,
-    ) -> Adjudicated:
-        answer, final_route = (challenger, "accept_dynamic") if accepted else (default, kept_route)
-        steps.append(
-            AdjudicationStep(
-                mechanism="audit",
-                trigger=trigger,
-                rule=rule,
-                outcome=outcome,
-                answer=answer,
-                route=final_route,
-                audit=assessment,
-                error=error,
-            )
-        )  # type: ignore[arg-type]
-        note = f"Challenge audit: {outcome}."
-        return Adjudicated(
-            answer,
-            final_route,
-            f"{note} {rationale}".strip(),  # type: ignore[arg-type]
-            "medium" if accepted else confidence,
-            rule,
-            bundle,
-            steps,
-            outputs,
-        )
+    contest = _Contest("audit", trigger, default, kept_route, challenger)
+
+    def finish(rule: RuleId, outcome: str, accepted: bool, **recorded: object) -> Adjudicated:
+        confidence_now: Confidence = "medium" if accepted else confidence
+        return contest.settle(rule, outcome, accepted, confidence_now, bundle, steps, outputs, rationale, **recorded)
 
     if mechanisms.followup:
         round_ = actions.follow_up(bundle, "audit")
@@ -357,11 +346,11 @@ def _run_audit(
             "audit_accepted",
             "the follow-up evidence clearly supports the challenger",
             accepted=True,
-            assessment=assessment,
+            audit=assessment,
         )
     return finish(
         "audit_rejected_not_clearly_supported",
         "the evidence does not clearly support the challenger",
         accepted=False,
-        assessment=assessment,
+        audit=assessment,
     )
