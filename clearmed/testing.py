@@ -27,6 +27,9 @@ from clearmed.signatures.records import Passage, Provenance, Question, Threshold
 # Output-field signatures of each stage's DSPy signature: the most specific first.
 _STAGE_BY_FIELDS: list[tuple[str, tuple[str, ...]]] = [
     ("verifier", ("route", "confidence")),
+    ("judge", ("verdicts", "decision")),
+    ("qpis_plan", ("subqueries",)),
+    ("qpis_check", ("sufficient", "next_query")),
     ("guard", ("supports_challenger",)),
     ("audit", ("clearly_supports_challenger",)),
     ("agreement", ("parametric_equals_local",)),
@@ -61,8 +64,9 @@ def identify_stage(system: str, user: str) -> str:
     fields = _output_fields(system)
     for stage, names in _STAGE_BY_FIELDS:
         if all(f"`{name}`" in fields for name in names):
-            if stage == "evidence_answer":
-                return "local_answer" if "[L1]" in user else "dynamic_answer"
+            if stage in ("evidence_answer", "judge"):
+                pathway = "local" if "[L1]" in user else "dynamic"
+                return f"{pathway}_answer" if stage == "evidence_answer" else f"{pathway}_judge"
             return stage
     return "unknown"
 

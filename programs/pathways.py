@@ -3,6 +3,9 @@
 parametric: a = M(q). local: E, P = R(q, K_local); a = M(q, E). dynamic: E, P = Search(q); S = quality of E;
 a = M(q, E). Passages get bundle-unique ids (L1.., W1..) that answers and verdicts cite; the corpus doc id
 or URL stays in the provenance.
+
+The local and dynamic answer step is either a direct evidence-conditioned answer or, per pathway by config,
+the option-wise judge (MedJudgeRAG); the dynamic search is one query or query-planned iterative search.
 """
 
 from __future__ import annotations
@@ -13,15 +16,19 @@ import dspy
 
 from clearmed.programs.answers import answer_format, format_options
 from clearmed.programs.formatting import format_passages, render_question
+from clearmed.programs.judge import OptionWiseJudge
+from clearmed.programs.pathway_search import build_query, evidence_failure, reid, search_web
+from clearmed.programs.qpis import QueryPlannedSearch
 from clearmed.programs.quality import SourceQualityAssessor, label_passages
 from clearmed.programs.run_context import current
 from clearmed.programs.shared import Shared
 from clearmed.programs.stage import StageResult, lm_name, record_tool_call, run_stage
 from clearmed.programs.task_adapters import FormatGate, resolve_answer
-from clearmed.retrieval.base import EvidenceError, Retriever, WebSearch
+from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import (
     Candidate,
+    OptionJudgment,
     Passage,
     PathwayName,
     Question,
@@ -29,25 +36,7 @@ from clearmed.signatures.records import (
     StepError,
 )
 
-
-def build_query(question: Question, include_options: bool) -> str:
-    """Question-only retrieval query by default (the CLEAR and MIRAGE convention); options optional."""
-    if include_options and question.options:
-        return f"{question.text} {' '.join(question.options.values())}"
-    return question.text
-
-
-def reid(passages: list[Passage], prefix: str) -> list[Passage]:
-    """Give passages short bundle-unique ids; keep the source id as the provenance doc id."""
-    out = []
-    for index, passage in enumerate(passages, start=1):
-        provenance = passage.provenance
-        if provenance.doc_id is None and provenance.kind == "corpus":
-            provenance = provenance.model_copy(update={"doc_id": passage.id})
-        if provenance.rank is None:
-            provenance = provenance.model_copy(update={"rank": index})
-        out.append(passage.model_copy(update={"id": f"{prefix}{index}", "provenance": provenance}))
-    return out
+__all__ = ["DynamicPathway", "LocalPathway", "ParametricPathway", "build_query", "reid", "search_web"]
 
 
 def _candidate_from(
@@ -96,28 +85,65 @@ class ParametricPathway(dspy.Module):
 
 
 class EvidenceAnswerer(dspy.Module):
-    """a = M(q, E): the evidence-conditioned answer shared by the local and dynamic pathways."""
+    """a = M(q, E): the evidence-conditioned answer shared by the local and dynamic pathways.
+
+    With the judge switched on for the pathway (MCQ only: verdicts need options), the answer comes from the
+    option-wise judgement instead; both predictors always exist so a saved program loads whatever the config.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.answer = dspy.Predict(AnswerFromEvidence)
+        self.judge = OptionWiseJudge()
 
-    def forward(self, question: Question, passages: list[Passage], stage: str) -> StageResult:
-        return run_stage(
+    def forward(
+        self, question: Question, passages: list[Passage], pathway: PathwayName, gate: FormatGate, **extra: object
+    ) -> Candidate:
+        settings = current().settings
+        answerer = settings.local_answerer if pathway == "local" else settings.dynamic_answerer
+        if answerer == "judge" and question.is_mcq:
+            stage = f"{pathway}_judge"
+            judged = self.judge(question=question, passages=passages, stage=stage, mode=settings.judge_mode)
+            return _judged_candidate(pathway, judged.judgment, judged.error, stage, **extra)
+        stage = f"{pathway}_answer"
+        result = run_stage(
             stage,  # type: ignore[arg-type]
             self.answer,
             question=render_question(question),
             options=format_options(question),
             answer_format=answer_format(question),
-            evidence=format_passages(passages, current().settings.passage_words),
+            evidence=format_passages(passages, settings.passage_words),
         )
+        return _candidate_from(pathway, result, question, gate, stage, **extra)
 
 
-def _evidence_failure(pathway: PathwayName, stage: str, exc: Exception) -> StepError:
-    kind = "retrieval_error" if pathway == "local" else "search_error"
-    if isinstance(exc, EvidenceError):
-        return StepError(stage=stage, kind=kind, message=f"{exc.kind}: {exc}")
-    return StepError(stage=stage, kind=kind, message=f"{type(exc).__name__}: {exc}")
+def _judged_candidate(
+    pathway: PathwayName, judgment: OptionJudgment | None, error: StepError | None, stage: str, **extra: object
+) -> Candidate:
+    model = lm_name(current().lm_for(stage)[1])
+    if judgment is None:
+        return Candidate(pathway=pathway, model=model, error=error, **extra)  # type: ignore[arg-type]
+    if judgment.answer is None:
+        error = StepError(
+            stage=stage, kind="invalid_answer", message=judgment.answer_rule, raw_output=judgment.model_answer
+        )
+    cited = [
+        i for v in judgment.verdicts if judgment.answer and v.letter in judgment.answer.letters for i in v.cited_ids
+    ]
+    summary = "; ".join(
+        f"{v.letter} {v.verdict}" + (f" ({', '.join(v.cited_ids)})" if v.cited_ids else "") for v in judgment.verdicts
+    )
+    return Candidate(
+        pathway=pathway,
+        answer=judgment.answer,
+        rationale=f"{judgment.decision}: {summary}",
+        raw_answer=judgment.model_answer,
+        cited_passage_ids=list(dict.fromkeys(cited)),
+        model=model,
+        error=error,
+        judgment=judgment,
+        **extra,  # type: ignore[arg-type]
+    )
 
 
 class LocalPathway(dspy.Module):
@@ -141,7 +167,7 @@ class LocalPathway(dspy.Module):
             passages = reid(retriever.retrieve(query, settings.local_k), "L")
         except Exception as exc:  # a broken index must not take the question down
             record_tool_call("local_retrieval", time.perf_counter() - started, backend=retriever.name, failed=True)
-            error = _evidence_failure("local", "local_retrieval", exc)
+            error = evidence_failure("local", "local_retrieval", exc)
             return dspy.Prediction(
                 candidate=Candidate(pathway="local", retriever=retriever.name, query=query, error=error),
                 passages=[],
@@ -151,27 +177,13 @@ class LocalPathway(dspy.Module):
         if not passages:
             error = StepError(stage="local_retrieval", kind="retrieval_error", message="no passage matched the query")
             return dspy.Prediction(candidate=Candidate(pathway="local", error=error, **extra), passages=[])  # type: ignore[arg-type]
-        result = self.reader(question=question, passages=passages, stage="local_answer")
-        candidate = _candidate_from("local", result, question, self.gate, "local_answer", **extra)
+        candidate = self.reader(question=question, passages=passages, pathway="local", gate=self.gate, **extra)
         return dspy.Prediction(candidate=candidate, passages=passages)
 
 
-def search_web(
-    search: WebSearch, query: str, max_results: int, stage: str, prefix: str
-) -> tuple[list[Passage], StepError | None]:
-    """One search with its ledger row; failures become a recorded error and no passages."""
-    started = time.perf_counter()
-    try:
-        found = search.search(query, max_results)
-    except Exception as exc:  # recorded, never raised: the pathway still yields a candidate
-        record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=True)  # type: ignore[arg-type]
-        return [], _evidence_failure("dynamic", stage, exc)
-    record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=False)  # type: ignore[arg-type]
-    return reid(list(found)[:max_results], prefix), None
-
-
 class DynamicPathway(dspy.Module):
-    """Web search, an evidence-conditioned answer, and one source-quality call over all results."""
+    """Web search (one query, or query-planned iterative search), an evidence-conditioned answer, and one
+    source-quality call over all results."""
 
     def __init__(
         self, search: WebSearch | None, assessor: SourceQualityAssessor, gate: FormatGate | None = None
@@ -180,6 +192,7 @@ class DynamicPathway(dspy.Module):
         self.search = Shared(search)
         self.assessor = assessor
         self.reader = EvidenceAnswerer()
+        self.planner = QueryPlannedSearch()
         self.gate = gate or FormatGate()
 
     def forward(self, question: Question) -> dspy.Prediction:
@@ -190,16 +203,26 @@ class DynamicPathway(dspy.Module):
             error = StepError(stage="dynamic_search", kind="search_error", message="no web search configured")
             return dspy.Prediction(candidate=Candidate(pathway="dynamic", error=error), passages=[], quality=empty)
         query = build_query(question, settings.query_includes_options)
-        passages, error = search_web(search, query, settings.dynamic_k, "dynamic_search", "W")
-        extra = {"search_backend": search.name, "query": query, "passage_ids": [p.id for p in passages]}
+        plan = None
+        if settings.dynamic_search_mode == "qpis":
+            planned = self.planner(question=question, search=search, fallback_query=query)
+            passages, error, plan = planned.passages, planned.error, planned.plan
+            query = " | ".join(q for r in plan.rounds for q in r.queries)
+        else:
+            passages, error = search_web(search, query, settings.dynamic_k, "dynamic_search", "W")
+        extra = {
+            "search_backend": search.name,
+            "query": query,
+            "passage_ids": [p.id for p in passages],
+            "search_plan": plan,
+        }
         if error is not None or not passages:
             error = error or StepError(stage="dynamic_search", kind="search_error", message="the search found nothing")
             candidate = Candidate(pathway="dynamic", error=error, **extra)  # type: ignore[arg-type]
             return dspy.Prediction(candidate=candidate, passages=passages, quality=empty, quality_error=None)
         # a_dynamic = M(q, E) and S = AssessQuality(q, E) are independent (eq. 4). Answering first puts the two
         # evidence-answer calls back to back, so an in-process model reuses their shared prompt prefix.
-        result = self.reader(question=question, passages=passages, stage="dynamic_answer")
-        candidate = _candidate_from("dynamic", result, question, self.gate, "dynamic_answer", **extra)
+        candidate = self.reader(question=question, passages=passages, pathway="dynamic", gate=self.gate, **extra)
         assessed = self.assessor(question_text=question.text, passages=passages)
         passages = label_passages(passages, assessed.quality)
         return dspy.Prediction(

@@ -20,6 +20,10 @@ Stage = Literal[
     "dynamic_search",
     "source_quality",
     "dynamic_answer",
+    "local_judge",
+    "dynamic_judge",
+    "qpis_plan",
+    "qpis_check",
     "agreement",
     "verifier",
     "followup_query",
@@ -56,6 +60,23 @@ class ProgramSettings(Record):
     parallel_pathways: Literal["auto", "on", "off"] = "auto"
     json_fallback: bool = Field(default=True, description="retry a failed ChatAdapter parse with JSONAdapter")
     max_tokens: dict[Stage, int] = Field(default_factory=dict, description="per-stage output token caps")
+    local_answerer: Literal["direct", "judge"] = Field(
+        default="direct", description="the local pathway's answer step: a direct answer or the option-wise judge"
+    )
+    dynamic_answerer: Literal["direct", "judge"] = Field(
+        default="direct", description="the dynamic pathway's answer step: a direct answer or the option-wise judge"
+    )
+    judge_mode: Literal["implicit", "explicit"] = Field(
+        default="implicit", description="explicit: extract a question-specific knowledge graph before the verdicts"
+    )
+    dynamic_search_mode: Literal["single", "qpis"] = Field(
+        default="single", description="qpis: plan sub-queries and search iteratively within a budget (CLEAR QPIS)"
+    )
+    qpis_max_subqueries: int = Field(default=3, ge=1, description="sub-queries the planner may issue")
+    qpis_max_rounds: int = Field(default=2, ge=1, description="search rounds, the planned queries being the first")
+    qpis_max_passages: int | None = Field(
+        default=None, ge=1, description="web results kept over all rounds (default: twice dynamic_k)"
+    )
     enable_guard: bool = True
     enable_audit: bool = True
     enable_followup: bool = True

@@ -293,6 +293,142 @@ class CallUsage(Record):
     failed: bool = False
 
 
+# --------------------------------------------------------------------------------------------- option-wise judgement
+# MedJudgeRAG: a verdict per option that cites its evidence, a decision that follows from the verdicts by rule,
+# and optionally a small question-specific knowledge graph extracted first (explicit mode).
+
+Verdict = Literal["supported", "contradicted", "insufficient"]
+VERDICTS: tuple[Verdict, ...] = ("supported", "contradicted", "insufficient")
+JudgeDecision = Literal["grounded", "elimination", "parametric"]
+JudgeMode = Literal["implicit", "explicit"]
+# The 15 UMLS semantic groups (https://lhncbc.nlm.nih.gov/semanticnetwork/), by their official abbreviations.
+SemanticGroup = Literal[
+    "ACTI",
+    "ANAT",
+    "CHEM",
+    "CONC",
+    "DEVI",
+    "DISO",
+    "GENE",
+    "GEOG",
+    "LIVB",
+    "OBJC",
+    "OCCU",
+    "ORGA",
+    "PHEN",
+    "PHYS",
+    "PROC",
+]
+
+
+class GraphEntity(Record):
+    """An entity of the question-specific graph, typed by UMLS semantic group, citing its source passages."""
+
+    id: str
+    name: str
+    type: SemanticGroup
+    description: str = ""
+    evidence: list[str] = Field(default_factory=list)
+
+
+class GraphRelation(Record):
+    id: str
+    source: str
+    relation: str
+    target: str
+    evidence: list[str] = Field(default_factory=list)
+
+
+class GraphCleanup(Record):
+    """What schema-aware post-processing removed or changed (MedJudgeRAG 3.2), so KG quality can be reported."""
+
+    types_normalised: int = 0
+    entities_dropped_type: int = 0
+    entities_dropped_ungrounded: int = 0
+    relations_dropped_type: int = 0
+    relations_dropped_orphan: int = 0
+    relations_dropped_ungrounded: int = 0
+    citations_removed: int = 0
+
+
+class KnowledgeGraph(Record):
+    """Empty is allowed: irrelevant evidence should yield no graph rather than noise."""
+
+    entities: list[GraphEntity] = Field(default_factory=list)
+    relations: list[GraphRelation] = Field(default_factory=list)
+    cleanup: GraphCleanup = Field(default_factory=GraphCleanup)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.entities and not self.relations
+
+
+class OptionVerdict(Record):
+    """The verdict on one option. `stated` is what the model wrote; `verdict` is what the rules use.
+
+    A supported or contradicted verdict that cites nothing, or cites an id outside the evidence, is invalid
+    and counts as insufficient (`invalid_reason` says why); citations of graph elements resolve to the
+    passages those elements cite.
+    """
+
+    letter: str
+    verdict: Verdict
+    stated: str = ""
+    cited_ids: list[str] = Field(default_factory=list)
+    reason: str = ""
+    invalid_reason: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.invalid_reason is None
+
+
+class OptionJudgment(Record):
+    """A judge's full output for one pathway: graph, verdicts, decision by rule, answer and its checks."""
+
+    mode: JudgeMode
+    graph: KnowledgeGraph | None = None
+    verdicts: list[OptionVerdict] = Field(default_factory=list)
+    decision: JudgeDecision
+    stated_decision: str | None = None
+    model_answer: str | None = None
+    answer: Answer | None = None
+    answer_rule: str = ""
+    eliminated: list[str] = Field(default_factory=list)
+    invalid_citations: int = 0
+    missing_verdicts: list[str] = Field(default_factory=list)
+    # True when the typed parse failed and verdicts were recovered from the raw text by the fallback parser.
+    salvaged: bool = False
+
+    def letters_with(self, verdict: Verdict) -> list[str]:
+        return [v.letter for v in self.verdicts if v.verdict == verdict]
+
+    def verdict_for(self, letter: str) -> OptionVerdict | None:
+        return next((v for v in self.verdicts if v.letter == letter), None)
+
+
+# --------------------------------------------------------------------------------------------- query planning
+
+
+class SearchRound(Record):
+    """One round of query-planned iterative search: the queries issued and what the check concluded."""
+
+    queries: list[str] = Field(default_factory=list)
+    new_passage_ids: list[str] = Field(default_factory=list)
+    sufficient: bool | None = None
+    missing: str = ""
+    error: StepError | None = None
+
+
+class SearchPlan(Record):
+    """CLEAR (QPIS): sub-queries, the rounds run within the budget, and why the search stopped."""
+
+    subqueries: list[str] = Field(default_factory=list)
+    plan_error: StepError | None = None
+    rounds: list[SearchRound] = Field(default_factory=list)
+    stop_reason: Literal["sufficient", "budget", "no_new_results", "search_failed", "check_failed"] = "budget"
+
+
 # --------------------------------------------------------------------------------------------- candidates and verifier
 
 
@@ -313,6 +449,8 @@ class Candidate(Record):
     search_backend: str | None = None
     query: str | None = None
     error: StepError | None = None
+    judgment: OptionJudgment | None = None
+    search_plan: SearchPlan | None = None
 
     @property
     def answered(self) -> bool:
@@ -440,7 +578,11 @@ class AdjudicationStep(Record):
 
 
 class Thresholds(Record):
-    """Every number the adjudication rules use. Defaults are the paper's (CLEAR appendix A.2)."""
+    """Every number the adjudication rules use. Defaults are the paper's (CLEAR appendix A.2).
+
+    The fields after `max_followup_rounds` are tuning extensions (`clearmed tune`); each is off by default,
+    so a default Thresholds runs exactly the paper's procedure.
+    """
 
     guard_min_high: int = Field(default=1, ge=0)
     audit_min_high: int = Field(default=1, ge=0)
@@ -448,6 +590,26 @@ class Thresholds(Record):
     max_followup_rounds: int = Field(default=1, ge=0)
     # Off by default: the paper always runs the verifier. When on, unanimous pathways skip it.
     unanimity_fast_path: bool = False
+    # Confidence gates on the verifier's own signal (low < medium < high). An accept_dynamic route against the
+    # other pathways with a confidence below this keeps the default answer, before any follow-up ("low": never).
+    accept_dynamic_min_confidence: Confidence = "low"
+    # A verifier that keeps the parametric-local consensus with at least this confidence skips the challenge
+    # audit (and its follow-up search). None: the audit always runs, as in the paper.
+    audit_skip_confidence: Confidence | None = None
+    # Quality prior gate: an LLM `high` (`medium`) label counts as such only when the page's domain/content
+    # prior score (retrieval.quality) reaches this value; otherwise it counts one level lower, repeatedly.
+    # None: LLM labels count as given.
+    high_requires_prior: float | None = None
+    medium_requires_prior: float | None = None
+    # Domain-tier weights of that prior score, overriding the config's `[quality_priors] tier_weights` for the
+    # gate only (the tiers of retrieval.quality.Tier; kept as plain names so records import nothing).
+    prior_tier_weights: dict[Literal["government", "literature", "academic", "media", "low", "unknown"], float] = (
+        Field(default_factory=dict)
+    )
+
+    @property
+    def quality_gate_on(self) -> bool:
+        return self.high_requires_prior is not None or self.medium_requires_prior is not None
 
 
 DecisionStatus = Literal["answered", "unparsed", "failed"]

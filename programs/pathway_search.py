@@ -1,0 +1,50 @@
+"""Gathering evidence for a pathway: the query, bundle-unique passage ids, and search calls that never raise."""
+
+from __future__ import annotations
+
+import time
+
+from clearmed.programs.stage import record_tool_call
+from clearmed.retrieval.base import EvidenceError, WebSearch
+from clearmed.signatures.records import Passage, PathwayName, Question, StepError
+
+
+def build_query(question: Question, include_options: bool) -> str:
+    """Question-only retrieval query by default (the CLEAR and MIRAGE convention); options optional."""
+    if include_options and question.options:
+        return f"{question.text} {' '.join(question.options.values())}"
+    return question.text
+
+
+def reid(passages: list[Passage], prefix: str) -> list[Passage]:
+    """Give passages short bundle-unique ids; keep the source id as the provenance doc id."""
+    out = []
+    for index, passage in enumerate(passages, start=1):
+        provenance = passage.provenance
+        if provenance.doc_id is None and provenance.kind == "corpus":
+            provenance = provenance.model_copy(update={"doc_id": passage.id})
+        if provenance.rank is None:
+            provenance = provenance.model_copy(update={"rank": index})
+        out.append(passage.model_copy(update={"id": f"{prefix}{index}", "provenance": provenance}))
+    return out
+
+
+def evidence_failure(pathway: PathwayName, stage: str, exc: Exception) -> StepError:
+    kind = "retrieval_error" if pathway == "local" else "search_error"
+    if isinstance(exc, EvidenceError):
+        return StepError(stage=stage, kind=kind, message=f"{exc.kind}: {exc}")
+    return StepError(stage=stage, kind=kind, message=f"{type(exc).__name__}: {exc}")
+
+
+def search_web(
+    search: WebSearch, query: str, max_results: int, stage: str, prefix: str
+) -> tuple[list[Passage], StepError | None]:
+    """One search with its ledger row; failures become a recorded error and no passages."""
+    started = time.perf_counter()
+    try:
+        found = search.search(query, max_results)
+    except Exception as exc:  # recorded, never raised: the pathway still yields a candidate
+        record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=True)  # type: ignore[arg-type]
+        return [], evidence_failure("dynamic", stage, exc)
+    record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=False)  # type: ignore[arg-type]
+    return reid(list(found)[:max_results], prefix), None

@@ -1,0 +1,114 @@
+"""Query planning and iterative search (CLEAR's QPIS variant, section 2.7) for the dynamic pathway.
+
+Plan: split the question into targeted sub-queries. Search them. Then, while the budget allows another round,
+ask whether the evidence now suffices; if not, search the one query that would fill the gap. It stops when
+the evidence suffices, the round budget is spent, a round finds nothing new, or a check fails (the evidence
+gathered so far is kept: a failed check never throws away results).
+
+The budget is counted in search rounds (`qpis_max_rounds`, the planned queries being round one), so the
+worst case is known: one plan call, `max_rounds - 1` check calls, and `max_subqueries + max_rounds - 1`
+searches.
+"""
+
+from __future__ import annotations
+
+import dspy
+
+from clearmed.programs.answers import format_options
+from clearmed.programs.formatting import format_passages
+from clearmed.programs.pathway_search import reid, search_web
+from clearmed.programs.run_context import current
+from clearmed.programs.stage import run_stage
+from clearmed.retrieval.base import WebSearch
+from clearmed.signatures.judge import CheckEvidence, PlanSubqueries
+from clearmed.signatures.records import Passage, Question, SearchPlan, SearchRound
+
+
+def _page_key(passage: Passage) -> str:
+    return passage.provenance.url or passage.text[:200]
+
+
+def clean_queries(raw: list[str] | None, limit: int) -> list[str]:
+    """Non-empty, distinct (case-insensitive) queries, at most `limit`."""
+    out: list[str] = []
+    for query in raw or []:
+        text = " ".join(str(query).split())
+        if text and text.casefold() not in {q.casefold() for q in out}:
+            out.append(text)
+    return out[:limit]
+
+
+class QueryPlannedSearch(dspy.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan = dspy.Predict(PlanSubqueries)
+        self.check = dspy.Predict(CheckEvidence)
+
+    def forward(self, question: Question, search: WebSearch, fallback_query: str) -> dspy.Prediction:
+        settings = current().settings
+        limit = settings.qpis_max_passages or 2 * settings.dynamic_k
+        options = format_options(question)
+        planned = run_stage(
+            "qpis_plan",
+            self.plan,
+            question=question.text,
+            options=options,
+            max_queries=settings.qpis_max_subqueries,
+        )
+        subqueries = clean_queries(
+            planned.prediction.subqueries if planned.prediction is not None else None, settings.qpis_max_subqueries
+        )
+        # Without a usable plan the question itself is the query: QPIS degrades to a single search.
+        queries = subqueries or [fallback_query]
+        plan = SearchPlan(subqueries=subqueries, plan_error=planned.error)
+        passages: list[Passage] = []
+
+        while True:
+            round_ = SearchRound(queries=queries)
+            before = len(passages)
+            failures = 0
+            for query in queries:
+                found, error = search_web(search, query, settings.dynamic_k, "dynamic_search", "W")
+                if error is not None:
+                    failures += 1
+                    round_ = round_.model_copy(update={"error": error})
+                    continue
+                known = {_page_key(p) for p in passages}
+                passages.extend(p for p in found if _page_key(p) not in known and len(passages) < limit)
+            passages = reid(passages, "W")
+            round_ = round_.model_copy(update={"new_passage_ids": [p.id for p in passages[before:]]})
+            plan.rounds.append(round_)
+            if failures == len(queries) and not passages:
+                plan.stop_reason = "search_failed"
+                break
+            if len(passages) == before:
+                plan.stop_reason = "no_new_results"
+                break
+            if len(plan.rounds) >= settings.qpis_max_rounds or len(passages) >= limit:
+                plan.stop_reason = "budget"
+                break
+            checked = run_stage(
+                "qpis_check",
+                self.check,
+                question=question.text,
+                options=options,
+                evidence=format_passages(passages, settings.quality_snippet_words or settings.passage_words),
+            )
+            if checked.prediction is None:
+                plan.rounds[-1] = round_.model_copy(update={"error": checked.error})
+                plan.stop_reason = "check_failed"
+                break
+            sufficient = bool(checked.prediction.sufficient)
+            missing = str(checked.prediction.missing or "")
+            plan.rounds[-1] = round_.model_copy(update={"sufficient": sufficient, "missing": missing})
+            next_queries = clean_queries([checked.prediction.next_query or missing], 1)
+            if sufficient:
+                plan.stop_reason = "sufficient"
+                break
+            if not next_queries:
+                plan.stop_reason = "no_new_results"
+                break
+            queries = next_queries
+
+        error = next((r.error for r in plan.rounds if r.error is not None), None)
+        return dspy.Prediction(passages=passages, plan=plan, error=error if not passages else None)
