@@ -130,9 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_command_modules() -> list:
-    from clearmed.commands import evaluate, index
+    from clearmed.commands import evaluate, export_sft, index
 
-    return [evaluate, index]
+    return [evaluate, index, export_sft]
 
 
 _COMMAND_MODULES = _load_command_modules()

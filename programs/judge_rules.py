@@ -152,6 +152,7 @@ def validate_verdicts(
             verdict="insufficient" if reason else stated,  # type: ignore[arg-type]
             stated=draft.verdict.strip(),
             cited_ids=passages,
+            reason=draft.note.strip(),
             invalid_reason=reason,
         )
     missing = [letter for letter in letters if letter not in by_letter]

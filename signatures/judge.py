@@ -20,6 +20,7 @@ class VerdictDraft(BaseModel):
 
     option: str = Field(description="the option letter")
     evidence: list[str] = Field(default_factory=list, description="ids of the passages (or graph elements) cited")
+    note: str = Field(default="", description="a few words: what the cited evidence says about this option")
     verdict: str = Field(description="supported, contradicted or insufficient")
 
 
