@@ -11,6 +11,7 @@ LM, passed in: `FreeTextJudge(judge_lm)`, `RubricGrader(judge_lm)`.
 from clearmed.metrics._decision import QuestionScore, score_decision
 from clearmed.metrics._free_text import FreeTextJudge, FreeTextJudgement, JudgeTask, extract_final_answer
 from clearmed.metrics._intervals import Interval, bootstrap_interval, wilson_interval
+from clearmed.metrics._judge import PathwayJudgeStats, judge_stats, judge_table
 from clearmed.metrics._leakage import LeakageReport, PassageLeak, audit_leakage, passage_leak
 from clearmed.metrics._mcq import McqScore, score_mcq
 from clearmed.metrics._rubric import (
@@ -34,6 +35,7 @@ __all__ = [
     "LeakageReport",
     "McqScore",
     "PassageLeak",
+    "PathwayJudgeStats",
     "QuestionScore",
     "RubricGrade",
     "RubricGrader",
@@ -44,6 +46,8 @@ __all__ = [
     "bootstrap_interval",
     "extract_final_answer",
     "healthbench_summary",
+    "judge_stats",
+    "judge_table",
     "passage_leak",
     "render_conversation",
     "render_rubric_item",

@@ -51,7 +51,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from clearmed.assemble import build_program
     from clearmed.config import load_config
     from clearmed.evaluation import EvalSpec, run_evaluation, summarize, write_plots
-    from clearmed.evaluation.report import comparison_table
+    from clearmed.evaluation.report import comparison_table, details_markdown
     from clearmed.evaluation.store import RunStore
     from clearmed.metrics import audit_leakage
 
@@ -95,17 +95,18 @@ def run_eval(args: argparse.Namespace) -> int:
         assert manifest is not None
         summary = summarize(records, manifest, seed=args.seed)
         store.write_json("summary.json", summary.model_dump_json(indent=2))
-        store.write_json("summary.md", comparison_table([summary]))
+        store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
         flagged = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
         store.write_json("leakage.json", json.dumps([f.model_dump() for f in flagged if f.flagged], indent=2))
         write_plots([summary], run_dir / "plots")
-    Console().print(comparison_table([summary]))
+    Console().print(comparison_table([summary]) + details_markdown([summary]))
     console.print(f"run folder: {run_dir}")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
     from clearmed.evaluation import RunSummary, comparison_table, write_plots
+    from clearmed.evaluation.report import details_markdown
 
     summaries = []
     for folder in args.runs:
@@ -113,7 +114,7 @@ def run_compare(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{folder}: no summary.json (is it a finished run folder?)")
         summaries.append(RunSummary.model_validate(json.loads(path.read_text(encoding="utf-8"))))
-    table = comparison_table(summaries)
+    table = comparison_table(summaries) + details_markdown(summaries)
     Console().print(table)
     if args.out:
         out = Path(args.out)

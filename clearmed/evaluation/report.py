@@ -10,7 +10,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.evaluation.store import EvalRecord, RunManifest
-from clearmed.metrics import AccuracySummary, accuracy_summary, audit_leakage
+from clearmed.metrics import (
+    AccuracySummary,
+    PathwayJudgeStats,
+    accuracy_summary,
+    audit_leakage,
+    judge_stats,
+    judge_table,
+)
 
 
 class CostSummary(BaseModel):
@@ -59,6 +66,10 @@ class RunSummary(BaseModel):
     cost_by_route: list[RouteCost]
     leakage_questions: int = 0
     leakage_passages: dict[str, int] = {}
+    # Option-wise judge statistics per judged pathway, and QPIS stop reasons (empty when those were off).
+    judge: list[PathwayJudgeStats] = []
+    search_plan_stops: dict[str, int] = {}
+    mean_search_rounds: float | None = None
 
 
 def _route(record: EvalRecord) -> str:
@@ -90,6 +101,7 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
         )
     lm_rows = [[row for row in d.usage if row.role != "tool"] for d in decisions]
     leaks = [audit_leakage(d.bundle.question, d) for d in decisions]
+    plans = [p for d in decisions if (p := d.bundle.candidate("dynamic").search_plan) is not None]
     leak_kinds = Counter("local" if leak.passage_id.startswith("L") else "web" for r in leaks for leak in r.leaks)
     return RunSummary(
         program=manifest.program,
@@ -119,6 +131,9 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
         cost_by_route=cost_by_route,
         leakage_questions=sum(1 for report in leaks if report.flagged),
         leakage_passages=dict(leak_kinds),
+        judge=judge_stats(decisions),
+        search_plan_stops=dict(Counter(plan.stop_reason for plan in plans)),
+        mean_search_rounds=_mean([len(plan.rounds) for plan in plans]) if plans else None,
     )
 
 
@@ -150,6 +165,21 @@ def comparison_table(summaries: Sequence[RunSummary]) -> str:
             f"| {s.leakage_questions} | {routes} |"
         )
     return "\n".join([header, *rows]) + "\n"
+
+
+def details_markdown(summaries: Sequence[RunSummary]) -> str:
+    """The option-wise judge and QPIS sections of a report, for the runs that used them."""
+    parts: list[str] = []
+    for s in summaries:
+        if s.judge:
+            parts.append(f"\n### Option-wise judge: {s.program} on {s.benchmark}\n\n{judge_table(s.judge)}\n")
+        if s.search_plan_stops:
+            stops = ", ".join(f"{reason} {count}" for reason, count in sorted(s.search_plan_stops.items()))
+            parts.append(
+                f"\n### QPIS: {s.program} on {s.benchmark}\n\nmean search rounds {s.mean_search_rounds}; "
+                f"stopped by {stops}\n"
+            )
+    return "".join(parts)
 
 
 def write_plots(summaries: Sequence[RunSummary], folder: Path, stem: str = "") -> list[Path]:
