@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.metrics._mcq import score_mcq
+from clearmed.metrics._rubric import RubricGrade, RubricGrader
 from clearmed.signatures.records import AnswerMode, Decision, DecisionStatus, Question
 
 
@@ -29,6 +30,8 @@ class QuestionScore(BaseModel):
     gold: str | None = None
     verdict: str | None = None
     judge_error: str | None = None
+    # HealthBench: the rubric grade (points met over possible points); such questions have no accuracy.
+    rubric_grade: RubricGrade | None = None
 
 
 def check_same_question(question: Question, decision: Decision) -> None:
@@ -58,4 +61,26 @@ def score_decision(question: Question, decision: Decision) -> QuestionScore:
         multi=mcq.multi,
         predicted=",".join(mcq.predicted) if mcq.predicted else None,
         gold=",".join(mcq.gold),
+    )
+
+
+def score_rubric_decision(grader: RubricGrader, question: Question, decision: Decision) -> QuestionScore:
+    """Grade a decision's response against the question's HealthBench rubric (no response: nothing met)."""
+    check_same_question(question, decision)
+    response = None
+    if decision.status == "answered":
+        response = decision.response or (decision.answer.display() if decision.answer else None)
+    grade = grader.grade(question, response)
+    return QuestionScore(
+        question_id=question.id,
+        answer_mode=question.answer_mode,
+        status=decision.status,
+        correct=False,
+        in_gold_set=False,
+        unparsed=decision.status == "unparsed",
+        failed=decision.status == "failed",
+        predicted=response,
+        verdict="rubric",
+        judge_error=f"{grade.n_failed_items} rubric items could not be graded" if grade.n_failed_items else None,
+        rubric_grade=grade,
     )

@@ -9,6 +9,7 @@ import dspy
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.metrics._decision import QuestionScore, check_same_question
+from clearmed.metrics._errors import describe_error
 from clearmed.signatures.judging import JudgeDiagnosis, JudgeTreatment, Verdict
 from clearmed.signatures.records import Answer, Decision, Question
 
@@ -32,12 +33,6 @@ class FreeTextJudgement(BaseModel):
     def correct(self) -> bool:
         """MedRBench accuracy is binary: only `correct` counts; `partially_correct` is wrong."""
         return self.verdict == "correct"
-
-
-def describe_error(exc: Exception, *, limit: int = 1000) -> str:
-    """`Type: message`, cut to `limit` characters (a parse error quotes the whole LM response)."""
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def extract_final_answer(text: str) -> str:

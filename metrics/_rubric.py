@@ -14,7 +14,7 @@ import dspy
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.metrics._free_text import describe_error
+from clearmed.metrics._errors import describe_error
 from clearmed.signatures.judging import GradeRubricItem
 from clearmed.signatures.records import ChatTurn, Question, RubricItem
 

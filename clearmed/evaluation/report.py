@@ -13,8 +13,10 @@ from clearmed.evaluation.store import EvalRecord, RunManifest
 from clearmed.metrics import (
     AccuracySummary,
     PathwayJudgeStats,
+    RubricSummary,
     accuracy_summary,
     audit_leakage,
+    healthbench_summary,
     judge_stats,
     judge_table,
 )
@@ -68,6 +70,8 @@ class RunSummary(BaseModel):
     leakage_passages: dict[str, int] = {}
     # Option-wise judge statistics per judged pathway, and QPIS stop reasons (empty when those were off).
     judge: list[PathwayJudgeStats] = []
+    # HealthBench-style rubric grading (its questions are not in `accuracy`).
+    rubric: RubricSummary | None = None
     search_plan_stops: dict[str, int] = {}
     mean_search_rounds: float | None = None
 
@@ -81,7 +85,9 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int = 0) -> RunSummary:
-    scores = [record.score for record in records if record.score is not None]
+    graded = [record.score for record in records if record.score is not None]
+    scores = [score for score in graded if score.rubric_grade is None]
+    grades = [score.rubric_grade for score in graded if score.rubric_grade is not None]
     decisions = [record.decision for record in records]
     mechanisms = [[step.mechanism for step in d.steps] for d in decisions]
     by_route: dict[str, list[EvalRecord]] = {}
@@ -109,7 +115,7 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
         config_source=manifest.config_source,
         planned=len(manifest.question_ids),
         evaluated=len(records),
-        unscored=len(records) - len(scores),
+        unscored=len(records) - len(graded),
         accuracy=accuracy_summary(scores, seed=seed) if scores else None,
         status_counts=dict(Counter(d.status for d in decisions)),
         route_counts=dict(Counter(_route(r) for r in records)),
@@ -132,6 +138,7 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
         leakage_questions=sum(1 for report in leaks if report.flagged),
         leakage_passages=dict(leak_kinds),
         judge=judge_stats(decisions),
+        rubric=healthbench_summary(grades, seed=seed) if grades else None,
         search_plan_stops=dict(Counter(plan.stop_reason for plan in plans)),
         mean_search_rounds=_mean([len(plan.rounds) for plan in plans]) if plans else None,
     )
@@ -143,6 +150,9 @@ def _pct(value: float | None) -> str:
 
 def accuracy_cell(summary: RunSummary) -> str:
     acc = summary.accuracy
+    rubric = summary.rubric
+    if (acc is None or acc.accuracy is None) and rubric is not None and rubric.score is not None:
+        return f"rubric {100 * rubric.score:.1f} ± {100 * (rubric.bootstrap_std or 0):.1f}"
     if acc is None or acc.accuracy is None or acc.wilson is None:
         return "-"
     return f"{_pct(acc.accuracy)} [{_pct(acc.wilson.low)}, {_pct(acc.wilson.high)}]"

@@ -126,3 +126,42 @@ def test_summary_counts_failed_examples_without_averaging_them() -> None:
     summary = healthbench_summary([_grade("a", 1.0), _grade("b", None)])
     assert (summary.n, summary.n_scored, summary.n_failed, summary.score) == (2, 1, 1, 1.0)
     assert healthbench_summary([]).score is None
+
+
+def test_rubric_scoring_of_a_decision_feeds_the_run_summary() -> None:
+    from clearmed.evaluation.report import accuracy_cell, summarize
+    from clearmed.evaluation.store import EvalRecord, RunManifest
+    from clearmed.metrics import score_rubric_decision
+    from clearmed.signatures.records import PATHWAYS, Candidate, Decision, EvidenceBundle
+
+    decision = Decision(
+        question_id=QUESTION.id,
+        status="answered",
+        answer=None,
+        response="Did you injure the knee before? It is definitely a torn meniscus.",
+        bundle=EvidenceBundle(question=QUESTION, candidates=[Candidate(pathway=p) for p in PATHWAYS]),
+    )
+    lm = _lm({"Asks about prior injury.": True, "Gives a definitive diagnosis.": True, "Has no factual errors.": True})
+    score = score_rubric_decision(RubricGrader(lm), QUESTION, decision)
+    assert score.rubric_grade is not None
+    assert score.rubric_grade.score == pytest.approx((7 - 8 + 5) / 12)
+    assert score.verdict == "rubric"
+    record = EvalRecord(
+        question_id=QUESTION.id, index=0, program="clear", decision=decision, score=score, seconds=1, finished="t"
+    )
+    manifest = RunManifest(
+        program="clear",
+        benchmark="healthbench",
+        source="file",
+        config_source="x",
+        config_digest="d",
+        question_ids=[QUESTION.id],
+        created="t",
+        clearmed_version="0",
+    )
+    summary = summarize([record], manifest)
+    assert summary.accuracy is None  # rubric questions have no accuracy
+    assert summary.rubric is not None
+    assert summary.rubric.score == pytest.approx(4 / 12)
+    assert summary.unscored == 0
+    assert accuracy_cell(summary).startswith("rubric 33.3")
