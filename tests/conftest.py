@@ -42,3 +42,14 @@ def _strict_adapter():
     # One scripted answer per LM call: the automatic JSONAdapter retry would consume a second one.
     with dspy.context(adapter=dspy.ChatAdapter(use_json_adapter_fallback=False)):
         yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests load the real embedded model (GBs of RAM, minutes of CPU): they run only when asked for
+    with `-m slow` (or any -m expression naming them), never by accident in a plain `pytest tests/...`."""
+    if "slow" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="loads the real embedded model: run with -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
