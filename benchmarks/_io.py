@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,11 +87,21 @@ def check_file(path: Path) -> Path:
 def read_jsonl(path: Path, *, group: str | None = None) -> Iterator[RawRow]:
     check_file(path)
     index = 0
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    # Bytes in, decoded per line: a bad byte is one malformed row with its line number, not a
+    # UnicodeDecodeError from deep inside the file iterator that ends the whole load.
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            if line_no == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            location = f"{path}:{line_no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield RawRow(location, index, None, group, error=f"not valid UTF-8 (byte {exc.start} of the line)")
+                index += 1
+                continue
             if not line.strip():
                 continue
-            location = f"{path}:{line_no}"
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -112,6 +122,8 @@ def load_json(path: Path) -> object:
             return json.load(handle)
     except json.JSONDecodeError as exc:
         raise BenchmarkDataError(f"{path}:{exc.lineno}", f"malformed JSON ({exc.msg})") from exc
+    except UnicodeDecodeError as exc:
+        raise BenchmarkSourceError(f"{path}: not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8") from None
 
 
 def records_to_rows(path: Path, records: Iterable[object], *, group: str | None = None) -> Iterator[RawRow]:
@@ -131,7 +143,7 @@ def read_delimited(
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle, fieldnames=list(fieldnames) if fieldnames else None, delimiter=delimiter)
         start_line = 2 if fieldnames is None else 1
-        for index, record in enumerate(reader):
+        for index, record in enumerate(_decoded(reader, path, lambda: reader.line_num + 1)):
             location = f"{path}:{start_line}"
             start_line = reader.line_num + 1
             extra = record.pop(None, None)  # type: ignore[call-overload]
@@ -142,6 +154,20 @@ def read_delimited(
                 yield RawRow(location, index, None, group, error=f"missing columns {missing}")
             else:
                 yield RawRow(location, index, record, group)
+
+
+def _decoded(rows: Iterator[dict], path: Path, line: Callable[[], int]) -> Iterator[dict]:
+    """CSV records, with a bad byte reported as the file and line it is on (the reader cannot resync past it)."""
+    while True:
+        try:
+            record = next(rows)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise BenchmarkSourceError(
+                f"{path}:{line()}: not valid UTF-8 (byte {exc.start} of the block read); re-encode the file as UTF-8"
+            ) from None
+        yield record
 
 
 def read_parquet(path: Path, *, group: str | None = None) -> Iterator[RawRow]:

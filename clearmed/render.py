@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clearmed.signatures.records import Candidate, Decision, Passage
+from clearmed.signatures.sanitize import clean_text
 
 _ROUTE_STYLE = {
     "consensus": "green",
@@ -20,6 +21,12 @@ _ROUTE_STYLE = {
 }
 
 
+def _plain(*values: str) -> list[Text]:
+    """Cells from data (questions, evidence, model output): shown literally, never read as Rich markup, so a
+    web page containing "[/bold]" cannot crash the view or plant a hyperlink, and never with control codes."""
+    return [Text(clean_text(value)) for value in values]
+
+
 def _answer_text(decision: Decision) -> Text:
     question = decision.bundle.question
     if decision.answer is None:
@@ -28,7 +35,7 @@ def _answer_text(decision: Decision) -> Text:
         body = "; ".join(f"{letter}. {question.options[letter]}" for letter in decision.answer.letters)
     else:
         body = decision.answer.display()
-    return Text(body, style="bold")
+    return Text(clean_text(body), style="bold")
 
 
 def _headline(decision: Decision) -> Panel:
@@ -42,13 +49,13 @@ def _headline(decision: Decision) -> Panel:
         f"   confidence {decision.confidence}   rule {decision.deciding_rule or '-'}",
     )
     if decision.response:
-        lines.append(f"\n\n{decision.response}")
+        lines.append(f"\n\n{clean_text(decision.response)}")
     if decision.rationale:
-        lines.append(f"\n\nWhy: {decision.rationale}", style="italic")
+        lines.append(f"\n\nWhy: {clean_text(decision.rationale)}", style="italic")
     if decision.error:
-        lines.append(f"\n\nError: {decision.error}", style="red")
+        lines.append(f"\n\nError: {clean_text(decision.error)}", style="red")
     title = f"{decision.question_id}: {decision.bundle.question.text[:90]}"
-    return Panel(lines, title=title, title_align="left")
+    return Panel(lines, title=_plain(title)[0], title_align="left")
 
 
 def _candidate_row(candidate: Candidate) -> tuple[str, str, str, str]:
@@ -66,7 +73,7 @@ def _pathways(decision: Decision) -> Table:
     for column in ("pathway", "answer", "source", "rationale / error"):
         table.add_column(column, overflow="fold")
     for candidate in decision.bundle.candidates:
-        table.add_row(*_candidate_row(candidate))
+        table.add_row(*_plain(*_candidate_row(candidate)))
     return table
 
 
@@ -87,7 +94,7 @@ def _passages(decision: Decision, limit: int) -> Table:
     passages = [*bundle.local_passages, *bundle.all_dynamic_passages()]
     for passage in passages[:limit]:
         mark = "*" if passage.id in cited else ""
-        table.add_row(f"{passage.id}{mark}", _origin(passage), passage.quality or "", passage.text[:160])
+        table.add_row(*_plain(f"{passage.id}{mark}", _origin(passage), passage.quality or "", passage.text[:160]))
     if len(passages) > limit:
         table.caption = f"{len(passages) - limit} more passages in --json output"
     return table
@@ -101,7 +108,7 @@ def _trail(decision: Decision) -> Table:
         outcome = step.outcome
         if step.error is not None:
             outcome = f"{outcome} [error {step.error.kind}: {step.error.message[:120]}]".strip()
-        table.add_row(str(index), step.mechanism, step.trigger, step.rule, outcome)
+        table.add_row(*_plain(str(index), step.mechanism, step.trigger, step.rule, outcome))
     return table
 
 

@@ -127,7 +127,10 @@ class _ConflictAssessor(dspy.Module, Generic[AssessmentT]):
             options=format_options(question),
             default_answer=describe_answer(default, question),
             challenger_answer=describe_answer(challenger, question),
-            evidence=render_dynamic_evidence(bundle),
+            # Only evidence that can count towards the guard's and audit's gates argues in them: a low-quality
+            # page (a blog, a forum, an unrecognised or look-alike site) is listed without its text, so no page
+            # that could not open the gate can talk the assessor into an override.
+            evidence=render_dynamic_evidence(bundle, min_quality="medium"),
         )
         if result.prediction is None:
             assert result.error is not None

@@ -11,6 +11,7 @@ from typing import Literal
 
 import dspy
 
+from clearmed.programs.input_budget import over_budget, refused_decision
 from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
 from clearmed.programs.run_context import Ledger, RunContext, activate
@@ -58,6 +59,10 @@ class SinglePathway(dspy.Module):
         self.program_name = name
 
     def forward(self, question: Question) -> dspy.Prediction:
+        refusal = over_budget(question, self.settings)
+        if refusal is not None:
+            decision = refused_decision(question, refusal, self.program_name)
+            return dspy.Prediction(decision=decision, answer=None, route=None)
         context = RunContext(settings=self.settings, role_lms=self.role_lms, ledger=Ledger())
         with activate(context):
             result = self.pathway(question=question)

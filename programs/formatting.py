@@ -2,14 +2,17 @@
 
 Evidence is rendered as quoted data: each passage is fenced between markers that name its id and source,
 and any marker-like text inside a passage is neutralised so retrieved text cannot close the quote and
-speak as the prompt. Truncation keeps prompts inside the budget of small backbones.
+speak as the prompt. A passage the evidence screen quarantines (text addressed to the model, imitations of
+the prompt, look-alike domains: `retrieval.screening`) is listed by id only, its text, title and address
+withheld from every prompt. Truncation keeps prompts inside the budget of small backbones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clearmed.signatures.records import Candidate, Passage, Question, SourceQuality
+from clearmed.retrieval.screening import LABEL_RANK, screen
+from clearmed.signatures.records import Candidate, Passage, QualityLabel, Question, SourceQuality
 
 _OPEN = "<<<"
 _CLOSE = ">>>"
@@ -38,13 +41,37 @@ def _source(passage: Passage) -> str:
     return ", ".join(part for part in (prov.corpus, passage.title) if part) or "local corpus"
 
 
-def format_passages(passages: Sequence[Passage], words: int | None, *, empty: str = "(no passages)") -> str:
+WITHHELD = "(text withheld: this page tries to instruct the reader or imitates an authority; it is not evidence)"
+
+
+def _withheld_block(passage: Passage) -> str:
+    quality = f", quality {passage.quality}" if passage.quality else ""
+    return f"[{passage.id}] (quarantined source{quality})\n{_OPEN}\n{WITHHELD}\n{_CLOSE}"
+
+
+def format_passages(
+    passages: Sequence[Passage],
+    words: int | None,
+    *,
+    empty: str = "(no passages)",
+    min_quality: QualityLabel | None = None,
+) -> str:
+    """Passages as quoted blocks. With `min_quality`, passages labelled below it (or unlabelled) are listed
+    with their source but without their text: what cannot count towards a decision does not argue in it."""
     if not passages:
         return empty
     blocks = []
     for passage in passages:
+        if screen(passage).quarantined:
+            blocks.append(_withheld_block(passage))
+            continue
+        source = _neutralise(_source(passage))
+        if min_quality is not None and LABEL_RANK[passage.quality or "low"] < LABEL_RANK[min_quality]:
+            note = f"(text not shown: {passage.quality or 'unlabelled'}-quality sources cannot settle this)"
+            blocks.append(f"[{passage.id}] ({source})\n{_OPEN}\n{note}\n{_CLOSE}")
+            continue
         text = _neutralise(truncate_words(passage.text, words))
-        blocks.append(f"[{passage.id}] ({_neutralise(_source(passage))})\n{_OPEN}\n{text}\n{_CLOSE}")
+        blocks.append(f"[{passage.id}] ({source})\n{_OPEN}\n{text}\n{_CLOSE}")
     return "\n".join(blocks)
 
 
@@ -52,6 +79,9 @@ def format_search_results(passages: Sequence[Passage], words: int | None, featur
     """Results for the quality assessment: id, URL, domain, date, prior features and a snippet."""
     blocks = []
     for passage in passages:
+        if screen(passage).quarantined:  # its address and title are the attacker's words too
+            blocks.append(f"[{passage.id}] (quarantined source)\ntitle: (withheld)\n{_OPEN}\n{WITHHELD}\n{_CLOSE}")
+            continue
         prov = passage.provenance
         header = [f"[{passage.id}] {prov.url or ''}".strip()]
         if prov.published:

@@ -3,6 +3,11 @@
 Domain and content-type priors (from `retrieval.quality`, when configured) are shown to the LM as
 features and stand in for labels the LM failed to give. With neither, a result counts as low quality:
 the conservative choice, since quality counts gate overrides.
+
+Every label, however it was given, is then capped: at low for a page the evidence screen quarantines
+(`retrieval.screening`: text addressed to the model, imitations of the prompt, look-alike domains), and, with
+priors, by what the page's domain can vouch for (`label_ceilings`): a blog, a forum or an unrecognised site
+never counts as high or medium quality, whatever it claims about itself.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import dspy
 from clearmed.programs.formatting import format_search_results
 from clearmed.programs.run_context import current
 from clearmed.programs.stage import run_stage
+from clearmed.retrieval.screening import cap_label, screen
 from clearmed.signatures.clear import AssessSourceQuality
-from clearmed.signatures.records import Passage, QualityAssessment, SourceQuality, StepError
+from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel, SourceQuality, StepError
 
 
 class QualityPriors(Protocol):
@@ -25,6 +31,26 @@ class QualityPriors(Protocol):
     def features(self, passage: Passage) -> str: ...
 
     def assess(self, passage: Passage) -> QualityAssessment: ...
+
+    def ceiling(self, passage: Passage) -> QualityLabel:
+        """The best label the page's domain can vouch for."""
+        ...
+
+
+def capped(passage: Passage, assessment: QualityAssessment, priors: QualityPriors | None) -> QualityAssessment:
+    """The assessment with its label capped by the screen and the domain's ceiling; the cap is in the reason."""
+    screening = screen(passage)
+    if screening.quarantined:
+        ceiling, why = screening.ceiling, screening.reason()
+    elif priors is not None:
+        ceiling, why = priors.ceiling(passage), f"{screening.tier} domain"
+    else:
+        return assessment
+    label = cap_label(assessment.label, ceiling)
+    if label == assessment.label:
+        return assessment
+    reason = f"{assessment.reason}; capped {assessment.label} -> {label} ({why})".lstrip("; ")
+    return assessment.model_copy(update={"label": label, "reason": reason})
 
 
 def label_passages(passages: Sequence[Passage], quality: SourceQuality) -> list[Passage]:
@@ -67,10 +93,11 @@ class SourceQualityAssessor(dspy.Module):
         for passage in passages:
             label = labels.get(passage.id)
             if label in ("high", "medium", "low"):
-                assessments.append(QualityAssessment(passage_id=passage.id, label=label, reason="llm"))  # type: ignore[arg-type]
+                given = QualityAssessment(passage_id=passage.id, label=label, reason="llm")  # type: ignore[arg-type]
             else:
                 missing.append(passage.id)
-                assessments.append(self._fallback(passage))
+                given = self._fallback(passage)
+            assessments.append(capped(passage, given, self.priors))
         if not missing:
             origin = "llm"
         elif self.priors is not None:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 import dspy
+from dspy.utils.exceptions import LMTransportError
 from dspy.utils.usage_tracker import UsageTracker
 
 from clearmed.programs.adapter import TolerantChatAdapter
@@ -46,13 +47,21 @@ def _is_cacheable(lm: dspy.BaseLM | None) -> bool:
     return bool(lm is not None and getattr(lm, "cache", False) and getattr(lm, "_cache_responses", True))
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    # An HTTP read timeout reaches us as a transport error ("read timed out waiting for headers"), not as
+    # LMTimeoutError; both mean the model was too slow, which the trail should say.
+    if "Timeout" in type(exc).__name__ or getattr(exc, "code", None) == "timeout":
+        return True
+    return isinstance(exc, LMTransportError) and "timed out" in str(exc).lower()
+
+
 def error_from_exception(stage: str, exc: BaseException) -> StepError:
     """Classify an exception raised by an LM step into a recorded, human-readable error."""
     if isinstance(exc, dspy.AdapterParseError):
         raw = exc.lm_response if isinstance(exc.lm_response, str) else None
         return StepError(stage=stage, kind="parse_error", message=_short(str(exc)), raw_output=raw)
     if isinstance(exc, dspy.LMError):
-        kind = "timeout" if "Timeout" in type(exc).__name__ else "lm_error"
+        kind = "timeout" if _is_timeout(exc) else "lm_error"
         return StepError(stage=stage, kind=kind, message=_short(f"{type(exc).__name__}: {exc}"))
     return StepError(stage=stage, kind="internal_error", message=_short(f"{type(exc).__name__}: {exc}"))
 

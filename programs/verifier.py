@@ -15,7 +15,14 @@ from clearmed.programs.rules import answer_for_route, heuristic_verify
 from clearmed.programs.run_context import current
 from clearmed.programs.stage import run_stage
 from clearmed.signatures.clear import JudgeAgreement, VerifyAggregate
-from clearmed.signatures.records import Agreement, EvidenceBundle, Passage, StepError, VerifierOutput
+from clearmed.signatures.records import (
+    Agreement,
+    EvidenceBundle,
+    Passage,
+    QualityLabel,
+    StepError,
+    VerifierOutput,
+)
 
 
 def letter_agreement(bundle: EvidenceBundle, method: str = "letters") -> Agreement:
@@ -92,14 +99,18 @@ def render_local_evidence(bundle: EvidenceBundle) -> str:
     return format_passages(passages, settings.passage_words)
 
 
-def render_dynamic_evidence(bundle: EvidenceBundle) -> str:
-    """Initial and follow-up web evidence with quality labels, and the quality counts over all of it."""
+def render_dynamic_evidence(bundle: EvidenceBundle, min_quality: QualityLabel | None = None) -> str:
+    """Initial and follow-up web evidence with quality labels, and the quality counts over all of it.
+
+    `min_quality` shows the text of only those passages labelled at least that good (see `format_passages`).
+    """
     settings = current().settings
     cited = _cited(bundle)
     passages = select_passages(bundle.dynamic_passages, cited, settings.verifier_passages)
     for round_ in bundle.followups:
         passages += select_passages(round_.passages, cited, settings.verifier_passages)
-    return f"{format_passages(passages, settings.passage_words)}\n{format_quality_counts(bundle.dynamic_quality())}"
+    shown = format_passages(passages, settings.passage_words, min_quality=min_quality)
+    return f"{shown}\n{format_quality_counts(bundle.dynamic_quality())}"
 
 
 class AggregationVerifier(dspy.Module):

@@ -77,6 +77,7 @@ class _DiskStore:
     """Passages read lazily from passages.jsonl; os.pread keeps concurrent reads from threads independent."""
 
     def __init__(self, directory: Path) -> None:
+        self._fd = -1  # set first: __del__ runs even when loading the offsets below fails
         self._path = directory / PASSAGES
         self._offsets = np.load(directory / OFFSETS, mmap_mode="r")
         self._fd = os.open(self._path, os.O_RDONLY)

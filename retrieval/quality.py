@@ -16,7 +16,7 @@ from datetime import date
 from typing import Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel, SourceQuality
 
@@ -214,6 +214,16 @@ _TEXT_CUES: tuple[tuple[ContentType, re.Pattern[str]], ...] = (
 )
 
 
+DEFAULT_LABEL_CEILINGS: dict[Tier, QualityLabel] = {
+    "government": "high",
+    "literature": "high",
+    "academic": "high",
+    "media": "medium",
+    "unknown": "low",
+    "low": "low",
+}
+
+
 class QualityPriors(BaseModel):
     """Every number the prior uses, so it can be tuned (and is recorded) like the adjudication thresholds."""
 
@@ -250,6 +260,17 @@ class QualityPriors(BaseModel):
     too_old_penalty: float = Field(default=0.2, ge=0)
     high_at: float = 0.8
     medium_at: float = 0.45
+    # The best label a page may carry, whatever the LLM assessment says, by its domain's tier: an LLM may lower
+    # a recognised source's label but not raise a blog, a forum or an unrecognised site to a quality that
+    # counts towards overturning a consensus (the guard's n_high, the audit's n_high and n_medium). Only the
+    # domain decides, never the page's own text, which is the attacker's to write ("official guideline").
+    label_ceilings: dict[Tier, QualityLabel] = Field(default_factory=lambda: dict(DEFAULT_LABEL_CEILINGS))
+
+    @field_validator("label_ceilings")
+    @classmethod
+    def _every_tier(cls, value: dict[Tier, QualityLabel]) -> dict[Tier, QualityLabel]:
+        # A config that relaxes one tier (`label_ceilings = { unknown = "medium" }`) keeps the others.
+        return {**DEFAULT_LABEL_CEILINGS, **value}
 
     @model_validator(mode="after")
     def _ordered_cuts(self) -> QualityPriors:
@@ -360,6 +381,15 @@ def prior_label(score: float, priors: QualityPriors) -> QualityLabel:
     if score >= priors.medium_at:
         return "medium"
     return "low"
+
+
+def label_ceiling(passage: Passage, priors: QualityPriors | None = None) -> QualityLabel:
+    """The best quality label `passage` may carry under `priors.label_ceilings` (web pages; corpus: high)."""
+    if passage.provenance.kind != "web":
+        return "high"
+    priors = priors or QualityPriors()
+    tier, _ = domain_tier(host_of(passage), passage.provenance.url)
+    return priors.label_ceilings.get(tier, "low")
 
 
 def prior_assessment(

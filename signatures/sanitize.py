@@ -1,0 +1,63 @@
+"""Text hygiene at the record boundary: invisible control characters out, secrets redacted.
+
+`clean_text` runs on every question and passage text as the records are built, so terminal escape
+sequences, NUL bytes and invisible formatting characters (bidi overrides, zero-width spaces) never reach a
+prompt, a terminal or a result file; they also hide words from the evidence screen ("ig<ZWSP>nore").
+`redact_secrets` runs on every recorded error message, because provider errors sometimes quote the
+credentials they were sent, and recorded errors end up in run folders, logs and terminals.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+# C0 and C1 controls except tab and newline; DEL; and the invisible format characters that reorder or hide
+# text (soft hyphen, zero-width space/joiners, LRM/RLM, bidi embeddings and isolates, word joiner, BOM).
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+# Environment variables whose values are credentials, by name; shorter values are too common to redact.
+_SECRET_NAME = re.compile(r"API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ACCESS_?KEY", re.IGNORECASE)
+_MIN_SECRET = 8
+# Key shapes worth hiding even when they are not in this process's environment (a proxy echoing another key).
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}"
+    r"|\btvly-[A-Za-z0-9_\-]{12,}"
+    r"|\bhf_[A-Za-z0-9]{12,}"
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"
+    r"|\bAKIA[0-9A-Z]{16}\b"
+    r"|(?i:\bbearer\s+)[A-Za-z0-9._\-+/=]{12,}"
+)
+REDACTED = "***"
+
+
+def clean_text(text: str) -> str:
+    """`text` with line breaks normalised to \\n and control and invisible formatting characters removed."""
+    if not text:
+        return text
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _INVISIBLE.sub("", text)
+
+
+def _environment_secrets() -> list[str]:
+    values = {
+        value.strip()
+        for name, value in os.environ.items()
+        if _SECRET_NAME.search(name) and len(value.strip()) >= _MIN_SECRET
+    }
+    return sorted(values, key=len, reverse=True)  # longest first, so a key containing another is hidden whole
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with credential values from the environment, and anything shaped like an API key, replaced."""
+    if not text:
+        return text
+    for secret in _environment_secrets():
+        text = text.replace(secret, REDACTED)
+    return _KEY_SHAPES.sub(lambda match: _keep_scheme(match.group(0)), text)
+
+
+def _keep_scheme(found: str) -> str:
+    # "Bearer sk-..." -> "Bearer ***": the reader still sees what kind of credential was involved.
+    scheme = re.match(r"(?i)bearer\s+", found)
+    return (scheme.group(0) if scheme else "") + REDACTED
