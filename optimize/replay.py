@@ -10,10 +10,12 @@ calls DSPy's cache makes free on a second visit).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from clearmed.programs.adjudication import ALL_MECHANISMS, Adjudicated, AdjudicationActions, Mechanisms, adjudicate
 from clearmed.programs.rules import RuleId
+from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
     Agreement,
     Answer,
@@ -43,6 +45,8 @@ class RecordedActions:
     decision: Decision
     live: AdjudicationActions | None = None
     misses: list[str] = field(default_factory=list)
+    # What the replayed procedure took from the record: "verify", "follow_up", "guard", "audit" (cost accounting).
+    served: Counter[str] = field(default_factory=Counter)
     _verifier_queue: list[tuple[VerifierOutput, RuleId]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -59,6 +63,7 @@ class RecordedActions:
         # Verifications happen only in the needs_more_search loop: the n-th saw n merged rounds of that kind.
         rounds = sum(1 for r in bundle.followups if r.trigger == "needs_more_search")
         if rounds < len(self._verifier_queue):
+            self.served["verify"] += 1
             return self._verifier_queue[rounds]
         self._miss(f"a verification after {rounds} follow-up rounds")
         assert self.live is not None
@@ -68,6 +73,7 @@ class RecordedActions:
         used = sum(1 for r in bundle.followups if r.trigger == trigger)
         matching = [r for r in self.decision.bundle.followups if r.trigger == trigger]
         if used < len(matching):
+            self.served["follow_up"] += 1
             return matching[used]
         self._miss(f"a {trigger} follow-up search")
         assert self.live is not None
@@ -76,6 +82,7 @@ class RecordedActions:
     def assess_guard(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
         for step in self.decision.steps:
             if step.mechanism == "guard" and (step.guard is not None or step.rule == "guard_assessment_failed"):
+                self.served["guard"] += 1
                 return step.guard if step.guard is not None else step.error  # type: ignore[return-value]
         self._miss("an override guard assessment")
         assert self.live is not None
@@ -84,6 +91,7 @@ class RecordedActions:
     def assess_audit(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> AuditAssessment | StepError:
         for step in self.decision.steps:
             if step.mechanism == "audit" and (step.audit is not None or step.rule == "audit_assessment_failed"):
+                self.served["audit"] += 1
                 return step.audit if step.audit is not None else step.error  # type: ignore[return-value]
         self._miss("a challenge audit assessment")
         assert self.live is not None
@@ -96,10 +104,14 @@ def replay_decision(
     mechanisms: Mechanisms = ALL_MECHANISMS,
     *,
     live: AdjudicationActions | None = None,
+    priors: QualityPriors | None = None,
 ) -> tuple[Adjudicated, RecordedActions]:
-    """Re-run the adjudication rules of one stored Decision under other thresholds or switches."""
+    """Re-run the adjudication rules of one stored Decision under other thresholds or switches.
+
+    `priors` are the run's quality priors (its config), used only when the thresholds' quality gate is on.
+    """
     if decision.agreement is None:
         raise ReplayMiss(f"{decision.question_id}: the decision has no recorded agreement (not a CLEAR decision)")
     actions = RecordedActions(decision, live=live)
-    result = adjudicate(_initial_bundle(decision), decision.agreement, thresholds, actions, mechanisms)
+    result = adjudicate(_initial_bundle(decision), decision.agreement, thresholds, actions, mechanisms, priors=priors)
     return result, actions

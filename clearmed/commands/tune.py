@@ -1,0 +1,167 @@
+"""`clearmed tune`: Optuna over the adjudication thresholds, re-scoring stored runs by replay."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.console import Console
+
+from clearmed.errors import UsageError
+
+
+def _run_config(args: argparse.Namespace):  # -> ClearmedConfig
+    """The config whose priors (and, with --live, LMs) replay uses: -c, else the first run's config.json."""
+    from clearmed.backbones.config import BackboneConfig
+    from clearmed.config import ClearmedConfig, load_config
+
+    if args.config:
+        return load_config(args.config)
+    path = Path(args.run[0]) / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        raise UsageError(f"{path}: missing or unreadable; pass -c/--config with the config the run used") from None
+    # A run writes every backbone field, embedded-only defaults included; a remote backbone refuses those, so
+    # fields at their default are dropped before validating.
+    defaults = {name: field.default for name, field in BackboneConfig.model_fields.items()}
+    for name, table in dict(data.get("backbones") or {}).items():
+        if isinstance(table, dict):
+            data["backbones"][name] = {k: v for k, v in table.items() if k not in defaults or defaults[k] != v}
+    try:
+        return ClearmedConfig.model_validate(data)
+    except ValidationError as err:
+        first = str(err).splitlines()[0]
+        raise UsageError(f"{path}: not a config this version reads ({first}); pass -c/--config") from None
+
+
+def _ids(path: str | None) -> list[str] | None:
+    from clearmed.optimize.splits import read_id_file
+
+    return read_id_file(path) if path else None
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    from clearmed.optimize.artifacts import MANIFEST, load_artifact, new_manifest, write_artifact
+    from clearmed.optimize.rescore import LiveSession, Rescorer, load_items
+    from clearmed.optimize.splits import split_ids
+    from clearmed.optimize.tuning import TuneSettings, parse_params, redact_storage, tune
+
+    if args.cost_weight < 0:
+        raise UsageError(f"--cost-weight must be >= 0, got {args.cost_weight}")
+    params = parse_params(args.params)
+    out = Path(args.out)
+    if (out / MANIFEST).exists() and load_artifact(out).manifest.kind != "tune":
+        raise UsageError(f"{out} holds a compiled program artifact; choose another --out")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file, not a folder")
+    items, loaded = load_items(args.run)
+    ids = split_ids(
+        [item.question_id for item in items],
+        train_ids=_ids(args.train_ids),
+        test_ids=_ids(args.test_ids),
+        train_fraction=args.train_fraction,
+        seed=args.seed,
+    )
+    config = _run_config(args)
+    live = None
+    if args.live:
+        from clearmed.assemble import build_clear
+
+        live = LiveSession(build_clear(config))
+    rescorer = Rescorer(
+        items,
+        priors=config.quality_priors,
+        on_miss=args.on_miss,
+        cost_weight=args.cost_weight,
+        cost_unit=args.cost_unit,
+        live=live,
+    )
+    settings = TuneSettings(
+        params=params,
+        on_miss=args.on_miss,
+        cost_weight=args.cost_weight,
+        cost_unit=args.cost_unit,
+        seed=args.seed,
+        live=args.live,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    storage = args.storage or f"sqlite:///{(out / 'optuna.db').resolve()}"
+    console = Console(stderr=True)
+    console.print(
+        f"tuning {', '.join(params)} on {len(ids.train)} train ids ({len(ids.test)} held out) "
+        f"from {loaded.records} records ({loaded.skipped_unscored} unscored skipped); "
+        f"study {args.study_name!r} in {redact_storage(storage)}"
+    )
+    summary = tune(
+        rescorer, ids, settings, n_trials=args.trials, study_name=args.study_name, storage=storage, timeout=args.timeout
+    )
+    manifest = new_manifest("tune", loaded.programs[0], config, benchmark=None, optimizer="optuna-tpe")
+    reports = {"study.json": summary.model_dump_json(indent=2), "runs.json": loaded.model_dump_json(indent=2)}
+    write_artifact(out, manifest, thresholds=summary.thresholds, ids=ids, config=config, reports=reports)
+    Console().print(_report(summary))
+    console.print(f"artifact: {out}  (dashboard: optuna-dashboard {summary.storage})")
+    return 0
+
+
+def _report(summary) -> str:  # TuneSummary -> markdown
+    def row(name: str, score) -> str:
+        return f"| {name} | {score.n} | {score.accuracy:.3f} | {score.mean_calls:.2f} | {score.misses} |"
+
+    lines = [
+        f"study {summary.study_name}: {summary.trials_in_study} trials ({summary.trials_this_run} now, "
+        f"{summary.seconds:.1f} s); best trial {summary.best_trial}, objective {summary.best_value:.4f} "
+        f"(paper defaults {summary.paper_defaults_value:.4f})",
+        "",
+        "| thresholds on | n | accuracy | LM calls/q | replay misses |",
+        "|---|---|---|---|---|",
+        row("train: paper defaults", summary.paper_defaults_train),
+        row("train: tuned", summary.best_train),
+    ]
+    if summary.held_out is not None:
+        lines += [row("test (held out): paper defaults", summary.held_out.paper_defaults)]
+        lines += [row("test (held out): tuned", summary.held_out.best)]
+    else:
+        lines += ["", "no held-out ids: every id was used for tuning, so no test score is reported"]
+    if summary.unanimity is not None:
+        check = summary.unanimity
+        verdict = "kept" if check.kept else "dropped"
+        lines += [
+            "",
+            f"unanimity fast path {verdict}: accuracy {check.accuracy_with:.3f} with, {check.accuracy_without:.3f} "
+            f"without; {check.mean_calls_with:.2f} vs {check.mean_calls_without:.2f} LM calls/q",
+        ]
+    lines += ["", "thresholds: " + json.dumps(summary.thresholds.model_dump(exclude_defaults=True))]
+    return "\n".join(lines)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    from clearmed.optimize.tuning import PARAMETERS
+
+    tune = commands.add_parser(
+        "tune", help="tune the adjudication thresholds with Optuna by replaying stored eval runs (no new LM calls)"
+    )
+    tune.add_argument("--run", action="append", required=True, metavar="DIR", help="a finished eval run folder")
+    tune.add_argument("--out", required=True, help="artifact folder for the tuned thresholds and the study summary")
+    tune.add_argument("--trials", type=int, default=100, help="trials to run in this process (default 100)")
+    tune.add_argument("--timeout", type=float, help="stop starting trials after this many seconds")
+    tune.add_argument("--seed", type=int, default=0, help="TPE seed and train/test split seed")
+    tune.add_argument("--storage", help="Optuna storage URL (default: sqlite:///<out>/optuna.db)")
+    tune.add_argument("--study-name", default="clearmed-thresholds", help="workers sharing a study use one name")
+    tune.add_argument("--params", help=f"comma-separated parameters to tune (default: all of {', '.join(PARAMETERS)})")
+    tune.add_argument(
+        "--on-miss",
+        choices=["keep-original", "penalize"],
+        default="keep-original",
+        help="a branch the record lacks keeps the original outcome, or counts as wrong",
+    )
+    tune.add_argument("--live", action="store_true", help="ask the LM (cached) for branches the records lack")
+    tune.add_argument("-c", "--config", help="config for priors and --live LMs (default: the first run's config)")
+    tune.add_argument("--cost-weight", type=float, default=0.0, help="objective = accuracy - weight * cost")
+    tune.add_argument("--cost-unit", choices=["calls", "seconds"], default="calls", help="cost per question")
+    tune.add_argument("--train-ids", help="file of ids to tune on (JSON list, ids.json, or one per line)")
+    tune.add_argument("--train-fraction", type=float, help="tune on this seeded fraction of the ids")
+    tune.add_argument("--test-ids", help="file of held-out ids to report on (must not overlap the train ids)")
+    tune.set_defaults(func=run_tune)
