@@ -14,9 +14,10 @@ from clearmed.config import ClearmedConfig
 from clearmed.errors import UsageError
 from clearmed.programs.baselines import SinglePathway
 from clearmed.programs.clear import CLEAR
+from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.factory import build_retriever, build_web_search
-from clearmed.retrieval.quality import QualityPriors, prior_assessment, prior_features
-from clearmed.signatures.records import Passage, QualityAssessment
+from clearmed.retrieval.quality import QualityPriors, label_ceiling, prior_assessment, prior_features
+from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel
 
 
 class ConfiguredPriors:
@@ -30,6 +31,9 @@ class ConfiguredPriors:
 
     def assess(self, passage: Passage) -> QualityAssessment:
         return prior_assessment(passage, self.priors)
+
+    def ceiling(self, passage: Passage) -> QualityLabel:
+        return label_ceiling(passage, self.priors)
 
 
 def build_role_lms(config: ClearmedConfig, roles: tuple[str, ...] = ("main", "assessor")) -> dict[str, dspy.BaseLM]:
@@ -61,6 +65,10 @@ PROGRAMS: dict[str, str] = {
     "clear-no-guard": "CLEAR without the override guard (ablation)",
     "clear-no-audit": "CLEAR without the challenge audit (ablation)",
     "clear-heuristic": "CLEAR with the deterministic verifier instead of the LM verifier",
+    "clear-judge": "CLEAR with the option-wise evidence judge answering the local and dynamic pathways",
+    "clear-judge-explicit": "CLEAR with the option-wise judge extracting a knowledge graph first (explicit mode)",
+    "clear-qpis": "CLEAR with query planning and iterative web search (QPIS)",
+    "clear-judge-qpis": "CLEAR with the option-wise judge and QPIS",
     "direct": "Direct: the parametric pathway alone",
     "medrag": "MedRAG (BM25): the local pathway alone",
     "online": "online-only: the dynamic pathway alone",
@@ -72,7 +80,18 @@ _ABLATIONS: dict[str, dict[str, object]] = {
     "clear-no-guard": {"enable_guard": False},
     "clear-no-audit": {"enable_audit": False},
     "clear-heuristic": {"verifier_mode": "heuristic"},
+    "clear-judge": {"local_answerer": "judge", "dynamic_answerer": "judge"},
+    "clear-judge-explicit": {"local_answerer": "judge", "dynamic_answerer": "judge", "judge_mode": "explicit"},
+    "clear-qpis": {"dynamic_search_mode": "qpis"},
+    "clear-judge-qpis": {"local_answerer": "judge", "dynamic_answerer": "judge", "dynamic_search_mode": "qpis"},
 }
+
+
+def clear_variant_settings(name: str, settings: ProgramSettings) -> ProgramSettings | None:
+    """The settings a CLEAR variant runs with, given the config's (None: `name` is not a CLEAR variant)."""
+    if name not in _ABLATIONS:
+        return None
+    return settings.model_copy(update=_ABLATIONS[name])
 
 
 def build_program(
@@ -85,7 +104,8 @@ def build_program(
     lms = role_lms if role_lms is not None else build_role_lms(config)
     priors = ConfiguredPriors(config.quality_priors) if config.quality_priors is not None else None
     if name in _ABLATIONS:
-        settings = config.program.model_copy(update=_ABLATIONS[name])
+        settings = clear_variant_settings(name, config.program)
+        assert settings is not None
         program = CLEAR(
             build_retriever(config.corpus) if config.corpus is not None else None,
             build_web_search(config.search) if config.search is not None else None,
@@ -93,6 +113,7 @@ def build_program(
             thresholds=config.thresholds,
             quality_priors=priors,
             role_lms=lms,
+            prior_config=config.quality_priors,
         )
         program.program_name = name
         return program

@@ -58,9 +58,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     question = _question_from_args(args)
     config = load_config(args.config)
+    from clearmed.programs.input_budget import over_budget
+
+    refusal = over_budget(question, config.program)  # before loading a model that could not read it
+    if refusal is not None:
+        raise UsageError(refusal)
+    artifact = None
+    if args.program_artifact:
+        from clearmed.optimize.artifacts import load_artifact
+
+        artifact = load_artifact(args.program_artifact)
+        config = config.model_copy(update={"thresholds": artifact.thresholds})
     console = Console(stderr=True)
     with console.status(f"answering with {config.backbones['main'].model} ...", spinner="dots"):
         program = build_clear(config)
+        if artifact is not None:
+            from clearmed.optimize.artifacts import apply_artifact
+
+            apply_artifact(program, artifact, config)
         decision = program(question=question).decision
     if args.json:
         sys.stdout.write(decision.model_dump_json(indent=2) + "\n")
@@ -112,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--context", help="context given with the question (e.g. an abstract)")
     ask.add_argument("--demo", metavar="ID", help="answer a question of the built-in demo bundle (see `clearmed demo`)")
     ask.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
+    ask.add_argument("--program-artifact", help="a `clearmed compile` / `clearmed tune` artifact folder to load")
     ask.add_argument("--json", action="store_true", help="print the Decision as JSON")
     ask.add_argument("--passages", type=int, default=12, help="evidence rows to show (default 12)")
     ask.set_defaults(func=cmd_ask)
@@ -130,9 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_command_modules() -> list:
-    from clearmed.commands import evaluate, export_sft, index
+    from clearmed.commands import compile as compile_command
+    from clearmed.commands import evaluate, export_sft, index, tune
 
-    return [evaluate, index, export_sft]
+    return [evaluate, index, export_sft, compile_command, tune]
 
 
 _COMMAND_MODULES = _load_command_modules()
@@ -159,18 +176,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except _known_errors() as err:
-        print(f"clearmed: error: {err}", file=sys.stderr)
+        print(f"clearmed: error: {_printable(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("clearmed: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # the last line of defence: one clear line, traceback only on request
         if args.debug:
-            traceback.print_exc()
+            sys.stderr.write(_printable("".join(traceback.format_exception(err)), one_line=False))
         print(
-            f"clearmed: unexpected error: {type(err).__name__}: {err} (rerun with --debug for details)", file=sys.stderr
+            f"clearmed: unexpected error: {type(err).__name__}: {_printable(str(err))} (rerun with --debug for details)",
+            file=sys.stderr,
         )
         return 1
+
+
+def _printable(message: str, *, one_line: bool = True) -> str:
+    """An error message safe for a terminal or a CI log: no control characters, no credentials."""
+    from clearmed.signatures.sanitize import clean_text, redact_secrets
+
+    text = redact_secrets(clean_text(message))
+    return " ".join(text.split()) if one_line else text
 
 
 if __name__ == "__main__":

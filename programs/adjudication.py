@@ -7,9 +7,11 @@ supplies actions replayed from a stored Decision, so both run exactly the same r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from clearmed.programs.quality_gate import effective_quality
 from clearmed.programs.rules import (
     RuleId,
     answer_for_route,
@@ -17,14 +19,18 @@ from clearmed.programs.rules import (
     audit_accepts,
     audit_applies,
     audit_has_evidence,
+    audit_skippable,
     guard_applies,
+    guard_confident_enough,
     guard_default,
     guard_grants,
     guard_may_search,
     heuristic_verify,
     is_unanimous,
+    judge_backs_challenger,
     may_follow_up,
 )
+from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
     AdjudicationStep,
     Agreement,
@@ -35,6 +41,7 @@ from clearmed.signatures.records import (
     FollowUpRound,
     GuardAssessment,
     Route,
+    SourceQuality,
     StepError,
     Thresholds,
     VerifierOutput,
@@ -115,7 +122,15 @@ def adjudicate(
     thresholds: Thresholds,
     actions: AdjudicationActions,
     mechanisms: Mechanisms = ALL_MECHANISMS,
+    *,
+    priors: QualityPriors | None = None,
 ) -> Adjudicated:
+    """Run the procedure. `priors` (the config's quality priors) only matter when the thresholds' quality gate
+    is on: the guard and audit then count labels through `effective_quality`."""
+
+    def quality_of(current: EvidenceBundle) -> SourceQuality:
+        return effective_quality(current, thresholds, priors)
+
     steps: list[AdjudicationStep] = []
     outputs: list[VerifierOutput] = []
     if not answered(bundle):
@@ -152,7 +167,7 @@ def adjudicate(
             steps.append(_followup_step(round_, f"needs_more_search (round {rounds})"))
             trigger = f"bundle after follow-up round {rounds}"
             continue
-        output, heuristic_rule = heuristic_verify(bundle, agreement, bundle.dynamic_quality(), allow_more_search=False)
+        output, heuristic_rule = heuristic_verify(bundle, agreement, quality_of(bundle), allow_more_search=False)
         outputs.append(output)
         steps.append(
             AdjudicationStep(
@@ -170,7 +185,7 @@ def adjudicate(
 
     answer = answer_for_route(output.route, bundle, agreement)
     if answer is None:  # a route the candidates cannot back (possible in replayed records): stay conservative
-        output, rule = heuristic_verify(bundle, agreement, bundle.dynamic_quality(), allow_more_search=False)
+        output, rule = heuristic_verify(bundle, agreement, quality_of(bundle), allow_more_search=False)
         outputs.append(output)
         steps.append(
             AdjudicationStep(
@@ -189,9 +204,13 @@ def adjudicate(
     confidence: Confidence = output.confidence
 
     if mechanisms.guard and guard_applies(route, bundle, agreement):
-        return _run_guard(bundle, agreement, thresholds, actions, mechanisms, steps, outputs, rationale, confidence)
+        return _run_guard(
+            bundle, agreement, thresholds, actions, mechanisms, steps, outputs, rationale, confidence, quality_of
+        )
     if mechanisms.audit and audit_applies(route, agreement):
-        return _run_audit(bundle, thresholds, actions, mechanisms, steps, outputs, route, rationale, confidence)
+        return _run_audit(
+            bundle, thresholds, actions, mechanisms, steps, outputs, route, rationale, confidence, quality_of
+        )
     return Adjudicated(answer, route, rationale, confidence, rule, bundle, steps, outputs)
 
 
@@ -246,6 +265,7 @@ def _run_guard(
     outputs: list[VerifierOutput],
     rationale: str,
     confidence: Confidence,
+    quality_of: Callable[[EvidenceBundle], SourceQuality],
 ) -> Adjudicated:
     default, default_route = guard_default(bundle, agreement)
     challenger = bundle.candidate("dynamic").answer
@@ -260,7 +280,21 @@ def _run_guard(
         confidence_now: Confidence = confidence if granted else "medium"
         return contest.settle(rule, outcome, granted, confidence_now, bundle, steps, outputs, rationale, **recorded)
 
-    quality = bundle.dynamic_quality()
+    if not guard_confident_enough(confidence, thresholds):
+        return finish(
+            "guard_rejected_low_confidence",
+            f"override rejected without follow-up: verifier confidence {confidence} "
+            f"(needs {thresholds.accept_dynamic_min_confidence})",
+            granted=False,
+        )
+    if judge_backs_challenger(bundle, challenger) is False:
+        return finish(
+            "guard_rejected_option_not_supported",
+            "override rejected without follow-up: the option-wise judge did not find the dynamic evidence "
+            f"supporting option {challenger.display()}",
+            granted=False,
+        )
+    quality = quality_of(bundle)
     if not guard_may_search(quality, thresholds):
         return finish(
             "guard_rejected_few_high_quality",
@@ -306,6 +340,7 @@ def _run_audit(
     route: Route,
     rationale: str,
     confidence: Confidence,
+    quality_of: Callable[[EvidenceBundle], SourceQuality],
 ) -> Adjudicated:
     default = bundle.candidate("parametric").answer
     challenger = bundle.candidate("dynamic").answer
@@ -321,11 +356,25 @@ def _run_audit(
         confidence_now: Confidence = "medium" if accepted else confidence
         return contest.settle(rule, outcome, accepted, confidence_now, bundle, steps, outputs, rationale, **recorded)
 
+    if audit_skippable(confidence, thresholds):
+        return finish(
+            "audit_skipped_confident_consensus",
+            f"challenge not audited: the verifier kept the consensus with {confidence} confidence "
+            f"(audit skipped from {thresholds.audit_skip_confidence})",
+            accepted=False,
+        )
+    if judge_backs_challenger(bundle, challenger) is False:
+        return finish(
+            "audit_rejected_option_not_supported",
+            "challenge not considered: the option-wise judge did not find the dynamic evidence supporting "
+            f"option {challenger.display()}",
+            accepted=False,
+        )
     if mechanisms.followup:
         round_ = actions.follow_up(bundle, "audit")
         bundle = _with_round(bundle, round_)
         steps.append(_followup_step(round_, "challenge audit"))
-    quality = bundle.dynamic_quality()
+    quality = quality_of(bundle)
     if not audit_has_evidence(quality, thresholds):
         return finish(
             "audit_rejected_evidence_counts",

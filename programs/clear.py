@@ -11,6 +11,7 @@ import dspy
 from clearmed.backbones.factory import supports_concurrency
 from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
 from clearmed.programs.assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
+from clearmed.programs.input_budget import over_budget, refused_decision
 from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
 from clearmed.programs.rules import RuleId
@@ -19,6 +20,7 @@ from clearmed.programs.settings import ProgramSettings
 from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.programs.verifier import AggregationVerifier, CandidateAgreement
 from clearmed.retrieval.base import Retriever, WebSearch
+from clearmed.retrieval.quality import QualityPriors as PriorConfig
 from clearmed.signatures.records import (
     AdjudicationStep,
     Agreement,
@@ -35,7 +37,7 @@ from clearmed.signatures.records import (
 )
 
 
-class _LiveActions:
+class LiveActions:
     """AdjudicationActions backed by the program's LM modules and web search."""
 
     def __init__(self, program: CLEAR) -> None:
@@ -72,6 +74,7 @@ class CLEAR(dspy.Module):
         thresholds: Thresholds | None = None,
         quality_priors: QualityPriors | None = None,
         role_lms: dict[str, dspy.BaseLM] | None = None,
+        prior_config: PriorConfig | None = None,
     ) -> None:
         super().__init__()
         self.gate = FormatGate()
@@ -88,6 +91,8 @@ class CLEAR(dspy.Module):
         self.settings = settings or ProgramSettings()
         self.thresholds = thresholds or Thresholds()
         self.role_lms = dict(role_lms or {})
+        # The config's prior weights: the thresholds' quality gate rescores pages with them (programs.quality_gate).
+        self.prior_config = prior_config
         self.program_name = "clear"
 
     # ------------------------------------------------------------------------------------------ pathways
@@ -150,6 +155,10 @@ class CLEAR(dspy.Module):
     def forward(self, question: Question) -> dspy.Prediction:
         if not isinstance(question, Question):
             raise TypeError(f"CLEAR expects a Question record, got {type(question).__name__}")
+        refusal = over_budget(question, self.settings)
+        if refusal is not None:
+            decision = refused_decision(question, refusal, self.program_name, self.thresholds)
+            return dspy.Prediction(decision=decision, answer=None, route=None)
         context = RunContext(settings=self.settings, role_lms=self.role_lms, ledger=Ledger())
         with activate(context):
             decision = self._decide(question, context)
@@ -166,7 +175,7 @@ class CLEAR(dspy.Module):
             audit=self.settings.enable_audit,
             followup=self.settings.enable_followup,
         )
-        result = adjudicate(bundle, agreement, self.thresholds, _LiveActions(self), mechanisms)
+        result = adjudicate(bundle, agreement, self.thresholds, LiveActions(self), mechanisms, priors=self.prior_config)
         steps.extend(result.steps)
         return self._finish(question, result, agreement, steps, context)
 

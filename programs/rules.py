@@ -7,8 +7,10 @@ assessments. That makes every rule table-testable and lets threshold tuning repl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
+from clearmed.programs.judge_rules import option_support
 from clearmed.signatures.records import (
     PATHWAYS,
     Agreement,
@@ -19,6 +21,8 @@ from clearmed.signatures.records import (
     EvidenceBundle,
     GuardAssessment,
     PathwayName,
+    QualityAssessment,
+    QualityLabel,
     Route,
     SourceQuality,
     Thresholds,
@@ -37,13 +41,17 @@ RuleId = Literal[
     "heuristic_nothing_answered",
     "followup_bound_reached",
     "route_not_backed",
+    "guard_rejected_low_confidence",
     "guard_rejected_few_high_quality",
     "guard_rejected_conditions",
     "guard_assessment_failed",
+    "guard_rejected_option_not_supported",
     "guard_granted",
+    "audit_skipped_confident_consensus",
     "audit_rejected_evidence_counts",
     "audit_rejected_not_clearly_supported",
     "audit_assessment_failed",
+    "audit_rejected_option_not_supported",
     "audit_accepted",
     "no_pathway_answered",
 ]
@@ -200,6 +208,14 @@ def guard_grants(assessment: GuardAssessment) -> bool:
     return assessment.all_hold()
 
 
+def judge_backs_challenger(bundle: EvidenceBundle, challenger: Answer) -> bool | None:
+    """The paper's "support at the exact option level", from the option-wise judge when it answered the
+    dynamic pathway: every challenger option judged supported with valid citations. None when there is no
+    judgement, and then the guard/audit assessment alone decides. Verdicts never change during adjudication,
+    so a False vetoes the override (or challenge) before any follow-up search is spent on it."""
+    return option_support(bundle.candidate("dynamic").judgment, challenger)
+
+
 # ------------------------------------------------------------------------------------------- challenge audit
 
 
@@ -236,3 +252,59 @@ def competing_answers(bundle: EvidenceBundle) -> list[tuple[PathwayName, Answer]
         if candidate.answer is not None and all(candidate.answer != answer for _, answer in seen):
             seen.append((candidate.pathway, candidate.answer))
     return seen
+
+
+# ------------------------------------------------------------------------------------------- tuning gates
+# Extensions for threshold tuning, not in the paper: each is off under default Thresholds, and each decides
+# from recorded fields only, so a stored Decision replays under any setting with no new LM call.
+
+_CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
+_LABEL_RANK: dict[QualityLabel, int] = {"low": 0, "medium": 1, "high": 2}
+
+
+def confidence_at_least(confidence: Confidence, gate: Confidence) -> bool:
+    return _CONFIDENCE_RANK[confidence] >= _CONFIDENCE_RANK[gate]
+
+
+def guard_confident_enough(confidence: Confidence, thresholds: Thresholds) -> bool:
+    """An accept_dynamic route against the other pathways goes to the guard only when the verifier's
+    confidence reaches `accept_dynamic_min_confidence`; below it the default stands, with no follow-up."""
+    return confidence_at_least(confidence, thresholds.accept_dynamic_min_confidence)
+
+
+def audit_skippable(confidence: Confidence, thresholds: Thresholds) -> bool:
+    """A verifier that keeps the consensus with at least `audit_skip_confidence` is not audited."""
+    gate = thresholds.audit_skip_confidence
+    return gate is not None and confidence_at_least(confidence, gate)
+
+
+def label_allowed_by_prior(prior: float, thresholds: Thresholds) -> QualityLabel:
+    """The highest label a page with this domain/content prior score may count as under the quality gate."""
+    if thresholds.high_requires_prior is None or prior >= thresholds.high_requires_prior:
+        return "high"
+    if thresholds.medium_requires_prior is None or prior >= thresholds.medium_requires_prior:
+        return "medium"
+    return "low"
+
+
+def gate_quality(quality: SourceQuality, priors: Mapping[str, float], thresholds: Thresholds) -> SourceQuality:
+    """Quality labels as the guard and audit count them: each LLM label capped by its page's prior score.
+
+    A label whose passage has no prior score (not among the given passages) counts as given. Unchanged
+    (the same object) when the gate is off, which is the paper's behaviour.
+    """
+    if not thresholds.quality_gate_on:
+        return quality
+    capped: list[QualityAssessment] = []
+    for item in quality.assessments:
+        prior = priors.get(item.passage_id)
+        if prior is None:
+            capped.append(item)
+            continue
+        allowed = label_allowed_by_prior(prior, thresholds)
+        if _LABEL_RANK[allowed] >= _LABEL_RANK[item.label]:
+            capped.append(item)
+            continue
+        reason = f"{item.reason}; counted as {allowed}: prior {prior:.2f}".lstrip("; ")
+        capped.append(item.model_copy(update={"label": allowed, "reason": reason}))
+    return SourceQuality(assessments=capped, origin=quality.origin)

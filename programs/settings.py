@@ -43,6 +43,11 @@ class ProgramSettings(Record):
     local_k: int = Field(default=16, ge=0, description="local passages per question (paper: 16)")
     dynamic_k: int = Field(default=8, ge=0, description="web results per search (paper: 8)")
     passage_words: int | None = Field(default=None, ge=10, description="truncate each passage to N words")
+    max_question_words: int | None = Field(
+        default=4000,
+        ge=50,
+        description="refuse longer questions (text, context, options, conversation) before any model call",
+    )
     quality_snippet_words: int | None = Field(
         default=None,
         ge=5,

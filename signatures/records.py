@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
+from clearmed.signatures.sanitize import clean_text, redact_secrets
+
 AnswerMode = Literal["single", "multi", "free_text"]
 PathwayName = Literal["parametric", "local", "dynamic"]
 PATHWAYS: tuple[PathwayName, ...] = ("parametric", "local", "dynamic")
@@ -48,6 +50,11 @@ class ChatTurn(Record):
     role: Literal["system", "user", "assistant"]
     content: str
 
+    @field_validator("content")
+    @classmethod
+    def _clean(cls, value: str) -> str:
+        return clean_text(value)
+
 
 class RubricItem(Record):
     """One physician-written grading criterion (HealthBench); negative points penalise."""
@@ -78,15 +85,24 @@ class Question(Record):
     @field_validator("text")
     @classmethod
     def _text_not_blank(cls, value: str) -> str:
-        if not value.strip():
+        # Control characters go first: a "question" of escape sequences alone is empty, and none may reach a
+        # prompt or a terminal.
+        value = clean_text(value).strip()
+        if not value:
             raise ValueError("question text is empty")
-        return value.strip()
+        return value
+
+    @field_validator("context")
+    @classmethod
+    def _clean_context(cls, value: str | None) -> str | None:
+        return clean_text(value) if value is not None else None
 
     @field_validator("options")
     @classmethod
     def _options_well_formed(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         if value is None:
             return None
+        value = {key: clean_text(text) for key, text in value.items()}
         bad = [key for key in value if not _LETTER.match(key)]
         if bad:
             raise ValueError(f"option keys must be single capital letters A-Z, got {bad}")
@@ -192,6 +208,11 @@ class Passage(Record):
     quality: QualityLabel | None = None
     quality_reason: str | None = None
 
+    @field_validator("title", "text")
+    @classmethod
+    def _clean(cls, value: str) -> str:
+        return clean_text(value)
+
 
 class QualityAssessment(Record):
     passage_id: str
@@ -277,6 +298,12 @@ class StepError(Record):
     kind: ErrorKind
     message: str
     raw_output: str | None = None
+
+    # Provider errors sometimes quote the credentials they were sent; recorded errors end up in run folders.
+    @field_validator("message", "raw_output")
+    @classmethod
+    def _redact(cls, value: str | None) -> str | None:
+        return redact_secrets(value) if value is not None else None
 
 
 class CallUsage(Record):
@@ -603,8 +630,8 @@ class Thresholds(Record):
     medium_requires_prior: float | None = None
     # Domain-tier weights of that prior score, overriding the config's `[quality_priors] tier_weights` for the
     # gate only (the tiers of retrieval.quality.Tier; kept as plain names so records import nothing).
-    prior_tier_weights: dict[Literal["government", "literature", "academic", "media", "low", "unknown"], float] = (
-        Field(default_factory=dict)
+    prior_tier_weights: dict[Literal["government", "literature", "academic", "media", "low", "unknown"], float] = Field(
+        default_factory=dict
     )
 
     @property
@@ -639,6 +666,11 @@ class Decision(Record):
     thresholds: Thresholds = Field(default_factory=Thresholds)
     error: str | None = None
     program: str = "clear"
+
+    @field_validator("error")
+    @classmethod
+    def _redact(cls, value: str | None) -> str | None:
+        return redact_secrets(value) if value is not None else None
 
     @property
     def letters(self) -> tuple[str, ...]:

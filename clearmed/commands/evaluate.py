@@ -44,7 +44,10 @@ def _load_questions(args: argparse.Namespace):  # -> BenchmarkSet
         chosen = sample(list(demo_questions()), limit=args.limit, seed=args.seed)
         return BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
     source = shared_source(args.benchmark) if args.source == "shared" else args.source
-    return load_benchmark(args.benchmark, source=source, split=args.split, limit=args.limit, seed=args.seed)
+    on_error = "skip" if args.skip_bad_rows else "raise"
+    return load_benchmark(
+        args.benchmark, source=source, split=args.split, limit=args.limit, seed=args.seed, on_error=on_error
+    )
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -59,17 +62,32 @@ def run_eval(args: argparse.Namespace) -> int:
     bench = _load_questions(args)
     if not bench.questions:
         raise UsageError(f"{args.benchmark}: no questions to evaluate")
+    artifact = None
+    if args.program_artifact:
+        from clearmed.optimize.artifacts import load_artifact, refuse_seen_ids
+
+        artifact = load_artifact(args.program_artifact)
+        refuse_seen_ids([q.id for q in bench.questions], artifact, allow=args.allow_train_overlap)
+        # The artifact's thresholds enter the config, so the run's config.json and digest show them.
+        config = config.model_copy(update={"thresholds": artifact.thresholds})
+    label = args.program if artifact is None else f"{args.program}+{artifact.path.resolve().name}"
     run_dir = (
         Path(args.run_dir)
         if args.run_dir
         else default_run_dir(
-            config.run.runs_dir, Path(config.source).stem, args.benchmark, args.program, args.limit, args.seed
+            config.run.runs_dir, Path(config.source).stem, args.benchmark, label, args.limit, args.seed
         )
     )
     console = Console(stderr=True)
     if bench.n_skipped:
-        console.print(f"[yellow]{bench.n_skipped} malformed rows skipped[/]")
+        console.print(f"[yellow]{bench.n_skipped} malformed rows skipped[/]", highlight=False)
+        for issue in bench.skipped[:3]:
+            console.print(f"  {issue.location}: {issue.reason}", markup=False, highlight=False)
     program = build_program(args.program, config)
+    if artifact is not None:
+        from clearmed.optimize.artifacts import apply_artifact
+
+        apply_artifact(program, artifact, config)
     spec = EvalSpec(
         program=args.program,
         benchmark=args.benchmark,
@@ -78,6 +96,7 @@ def run_eval(args: argparse.Namespace) -> int:
         run_dir=run_dir,
         limit=args.limit,
         seed=args.seed,
+        artifact=str(artifact.path.resolve()) if artifact is not None else None,
     )
     from clearmed.evaluation.scoring import scorer_for
 
@@ -138,8 +157,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     evaluate.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
     evaluate.add_argument("--limit", type=int, help="evaluate N questions (deterministic sample with --seed)")
     evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument(
+        "--skip-bad-rows", action="store_true", help="skip and count malformed benchmark rows instead of stopping"
+    )
     evaluate.add_argument("--threads", type=int, help="questions in parallel (default: run.num_threads)")
     evaluate.add_argument("--run-dir", help="run folder (default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>)")
+    evaluate.add_argument("--program-artifact", help="a `clearmed compile` / `clearmed tune` artifact folder to load")
+    evaluate.add_argument(
+        "--allow-train-overlap", action="store_true", help="evaluate even on ids the artifact was optimized on"
+    )
     evaluate.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
     evaluate.set_defaults(func=run_eval)
 

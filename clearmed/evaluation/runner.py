@@ -38,6 +38,7 @@ class EvalSpec:
     run_dir: Path
     limit: int | None = None
     seed: int = 0
+    artifact: str | None = None
 
 
 def config_digest(config: ClearmedConfig) -> str:
@@ -107,9 +108,12 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             question_ids=[q.id for q in spec.questions],
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             clearmed_version=__version__,
+            artifact=spec.artifact,
         )
-        store.write_manifest(manifest)
+        # The config snapshot first: the manifest is what makes a folder a run, so a kill between the two
+        # writes must not leave a run without its config.
         store.write_json("config.json", config.model_dump_json(indent=2, exclude_none=True))
+        store.write_manifest(manifest)
         return manifest
     mismatches = [
         f"{name} {old!r} != {new!r}"
@@ -117,6 +121,7 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             ("program", existing.program, spec.program),
             ("benchmark", existing.benchmark, spec.benchmark),
             ("config", existing.config_digest, digest),
+            ("program artifact", existing.artifact, spec.artifact),
         )
         if old != new
     ]
@@ -128,6 +133,8 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
     missing = [qid for qid in existing.question_ids if qid not in known]
     if missing:
         raise RunStoreError(f"{store.directory}: {len(missing)} questions of this run are not in the benchmark now")
+    if not (store.directory / "config.json").is_file():  # a folder from before that ordering, killed in between
+        store.write_json("config.json", config.model_dump_json(indent=2, exclude_none=True))
     return existing
 
 

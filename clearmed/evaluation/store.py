@@ -45,6 +45,7 @@ class RunManifest(BaseModel):
     created: str
     clearmed_version: str
     note: str = ""
+    artifact: str | None = Field(default=None, description="the --program-artifact folder the program was loaded from")
 
 
 class EvalRecord(BaseModel):

@@ -7,6 +7,7 @@ from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage
 from clearmed.signatures.records import Answer, Decision, Question
 from clearmed.testing import (
+    GUARD_ALL_TRUE,
     QUESTION,
     WEB,
     ScriptValue,
@@ -272,3 +273,64 @@ def test_qpis_keeps_passage_ids_stable_and_pages_unique() -> None:
     urls = [p.provenance.url for p in decision.bundle.dynamic_passages]
     assert ids == [f"W{i}" for i in range(1, len(ids) + 1)]
     assert len(set(urls)) == len(urls)
+
+
+# ------------------------------------------------------------------------------------------- guard and audit
+
+DYNAMIC_SAYS_B = pathway_replies("A", "A", "B")
+
+
+def contest_script(dynamic_verdict: str, route: str) -> dict[str, ScriptValue]:
+    return script(
+        **DYNAMIC_SAYS_B,
+        dynamic_judge=judge_reply([("B", dynamic_verdict, ["W1"]), ("A", "insufficient", [])], "grounded", "B"),
+        verifier=verifier_reply(route, "B", "high"),
+        followup_query={"query": "hypothyroidism vs hyperthyroidism weight"},
+        guard=GUARD_ALL_TRUE,
+        audit={"rationale": "clear", "clearly_supports_challenger": True, "aligned_with_question": True},
+    )
+
+
+def test_guard_requires_the_judge_to_support_the_exact_option() -> None:
+    program, engine, _ = build_toy_program(
+        contest_script("insufficient", "accept_dynamic"), settings=settings(local_answerer="direct")
+    )
+    decision = run(program)
+    assert decision.deciding_rule == "guard_rejected_option_not_supported"
+    assert decision.answer == Answer.of_letters("A")
+    # The veto needs no follow-up search and no guard call: the verdicts cannot change.
+    assert "followup_query" not in engine.stages()
+    assert "guard" not in engine.stages()
+
+
+def test_guard_proceeds_when_the_judge_supports_the_challenger() -> None:
+    program, engine, _ = build_toy_program(
+        contest_script("supported", "accept_dynamic"), settings=settings(local_answerer="direct")
+    )
+    decision = run(program)
+    assert decision.deciding_rule == "guard_granted"
+    assert decision.answer == Answer.of_letters("B")
+    assert "guard" in engine.stages()
+
+
+def test_audit_requires_the_judge_to_support_the_exact_option() -> None:
+    program, engine, _ = build_toy_program(
+        contest_script("insufficient", "consensus"), settings=settings(local_answerer="direct")
+    )
+    decision = run(program)
+    assert decision.deciding_rule == "audit_rejected_option_not_supported"
+    assert decision.answer == Answer.of_letters("A")
+    assert "audit" not in engine.stages()
+
+
+def test_judge_veto_replays_without_lm_calls() -> None:
+    from clearmed.optimize.replay import replay_decision
+    from clearmed.signatures.records import Thresholds
+
+    program, _, _ = build_toy_program(
+        contest_script("insufficient", "accept_dynamic"), settings=settings(local_answerer="direct")
+    )
+    decision = run(program)
+    replayed, actions = replay_decision(decision, Thresholds(guard_min_high=0))
+    assert replayed.rule == "guard_rejected_option_not_supported"
+    assert actions.misses == []
