@@ -141,6 +141,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     compile_.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`), or 'demo'")
     compile_.add_argument("--source", help="local file in the upstream schema, or 'shared' (default: the hub copy)")
     compile_.add_argument("--split", help="hub split (or label for a local file)")
+    compile_.add_argument(
+        "--skip-bad-rows", action="store_true", help="skip and count malformed benchmark rows instead of stopping"
+    )
     compile_.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
     compile_.add_argument("--train", type=int, required=True, help="train questions")
     compile_.add_argument("--val", type=int, required=True, help="validation questions")

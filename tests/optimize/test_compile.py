@@ -304,3 +304,27 @@ def test_examples_carry_the_question_as_the_only_input() -> None:
     assert set(example.inputs().keys()) == {"question"}
     assert isinstance(example.question, Question)
     assert example.gold == "A"
+
+
+def test_compile_accepts_every_benchmark_loading_flag() -> None:
+    # compile loads questions through eval's loader, which reads these flags (a missing one crashed real runs).
+    from clearmed.cli import build_parser
+
+    args = build_parser().parse_args(
+        [
+            "compile",
+            "--optimizer",
+            "bootstrap",
+            "--benchmark",
+            "medqa",
+            "--source",
+            "shared",
+            "--train",
+            "2",
+            "--val",
+            "1",
+        ]
+        + ["--out", "x", "--skip-bad-rows"]
+    )
+    for flag in ("benchmark", "source", "split", "skip_bad_rows", "seed"):
+        assert hasattr(args, flag)
