@@ -29,6 +29,7 @@ def _select(args: argparse.Namespace):  # -> (benchmark set, train questions, va
         split=args.split,
         limit=None if excluded else wanted,
         seed=args.seed,
+        skip_bad_rows=args.skip_bad_rows,
     )
     bench = _load_questions(loader)
     usable = [q for q in bench.questions if q.is_mcq and q.gold_letters and q.id not in excluded]

@@ -306,25 +306,19 @@ def test_examples_carry_the_question_as_the_only_input() -> None:
     assert example.gold == "A"
 
 
-def test_compile_accepts_every_benchmark_loading_flag() -> None:
-    # compile loads questions through eval's loader, which reads these flags (a missing one crashed real runs).
+def test_compile_selects_train_and_val_from_a_real_benchmark_file(shared_data: Path, tmp_path: Path) -> None:
+    # Goes through eval's question loader with compile's own arguments (a missing flag once crashed real runs).
     from clearmed.cli import build_parser
+    from clearmed.commands.compile import _select
 
+    held = tmp_path / "held.txt"
+    held.write_text("medqa:dev:48\n")
     args = build_parser().parse_args(
-        [
-            "compile",
-            "--optimizer",
-            "bootstrap",
-            "--benchmark",
-            "medqa",
-            "--source",
-            "shared",
-            "--train",
-            "2",
-            "--val",
-            "1",
-        ]
-        + ["--out", "x", "--skip-bad-rows"]
+        ["compile", "--optimizer", "bootstrap", "--benchmark", "medqa", "--source", "shared", "--train", "3"]
+        + ["--val", "2", "--out", "x", "--exclude-ids", str(held)]
     )
-    for flag in ("benchmark", "source", "split", "skip_bad_rows", "seed"):
-        assert hasattr(args, flag)
+    _, train, val = _select(args)
+    ids = [q.id for q in [*train, *val]]
+    assert (len(train), len(val)) == (3, 2)
+    assert "medqa:dev:48" not in ids
+    assert len(set(ids)) == 5
