@@ -313,10 +313,8 @@ def test_compile_selects_train_and_val_from_a_real_benchmark_file(shared_data: P
 
     held = tmp_path / "held.txt"
     held.write_text("medqa:dev:48\n")
-    args = build_parser().parse_args(
-        ["compile", "--optimizer", "bootstrap", "--benchmark", "medqa", "--source", "shared", "--train", "3"]
-        + ["--val", "2", "--out", "x", "--exclude-ids", str(held)]
-    )
+    argv = "compile --optimizer bootstrap --benchmark medqa --source shared --train 3 --val 2 --out x".split()
+    args = build_parser().parse_args([*argv, "--exclude-ids", str(held)])
     _, train, val = _select(args)
     ids = [q.id for q in [*train, *val]]
     assert (len(train), len(val)) == (3, 2)
