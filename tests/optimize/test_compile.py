@@ -313,7 +313,21 @@ def test_compile_selects_train_and_val_from_a_real_benchmark_file(shared_data: P
 
     held = tmp_path / "held.txt"
     held.write_text("medqa:dev:48\n")
-    argv = "compile --optimizer bootstrap --benchmark medqa --source shared --train 3 --val 2 --out x".split()
+    argv = [
+        "compile",
+        "--optimizer",
+        "bootstrap",
+        "--benchmark",
+        "medqa",
+        "--source",
+        "shared",
+        "--train",
+        "3",
+        "--val",
+        "2",
+        "--out",
+        "x",
+    ]
     args = build_parser().parse_args([*argv, "--exclude-ids", str(held)])
     _, train, val = _select(args)
     ids = [q.id for q in [*train, *val]]
