@@ -271,6 +271,13 @@ def clean_graph(
     dropped, relations between unknown entities dropped; and document grounding enforced: citations outside the
     evidence are removed, and an element left citing nothing is dropped."""
     cleanup = GraphCleanup()
+
+    def grounded_in_evidence(raw: list[str]) -> list[str]:
+        ids = cited_ids(raw)
+        grounded = [i for i in ids if i in evidence_ids]
+        cleanup.citations_removed += len(ids) - len(grounded)
+        return grounded
+
     kept: list[GraphEntity] = []
     for draft in entities:
         group, mapped = normalise_group(draft.type)
@@ -278,9 +285,7 @@ def clean_graph(
             cleanup.entities_dropped_type += 1
             continue
         cleanup.types_normalised += int(mapped)
-        ids = cited_ids(draft.evidence)
-        grounded = [i for i in ids if i in evidence_ids]
-        cleanup.citations_removed += len(ids) - len(grounded)
+        grounded = grounded_in_evidence(draft.evidence)
         if not grounded:
             cleanup.entities_dropped_ungrounded += 1
             continue
@@ -295,9 +300,7 @@ def clean_graph(
         if draft.source.strip() not in names or draft.target.strip() not in names:
             cleanup.relations_dropped_orphan += 1
             continue
-        ids = cited_ids(draft.evidence)
-        grounded = [i for i in ids if i in evidence_ids]
-        cleanup.citations_removed += len(ids) - len(grounded)
+        grounded = grounded_in_evidence(draft.evidence)
         if not grounded:
             cleanup.relations_dropped_ungrounded += 1
             continue
