@@ -27,6 +27,8 @@ class PathwayJudgeStats(BaseModel):
     gold_contradicted: float | None = None
     citation_validity: float | None = None
     invalid_citations: int = 0
+    # Options the model gave no verdict for (counted insufficient): weak models judge only their favourite.
+    unjudged_options: float | None = None
     salvaged: int = 0
     no_answer: int = 0
     mean_graph_entities: float | None = None
@@ -77,6 +79,9 @@ def judge_stats(decisions: Sequence[Decision]) -> list[PathwayJudgeStats]:
                 gold_contradicted=_rate(gold_contradicted, gold_total),
                 citation_validity=_rate(valid_claims, claims),
                 invalid_citations=sum(j.invalid_citations for _, j in judged),
+                unjudged_options=_rate(
+                    sum(len(j.missing_verdicts) for _, j in judged), sum(len(j.verdicts) for _, j in judged)
+                ),
                 salvaged=sum(j.salvaged for _, j in judged),
                 no_answer=sum(j.answer is None for _, j in judged),
                 mean_graph_entities=round(sum(entities) / len(entities), 2) if entities else None,
@@ -95,9 +100,9 @@ def judge_table(stats: Sequence[PathwayJudgeStats]) -> str:
         return "-" if value is None else f"{100 * value:.1f}"
 
     rows = [
-        "| pathway | judged | decisions | gold supported % | gold contradicted % | valid citations % | salvaged | "
-        "no answer | verdicts by option (S/C/I) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| pathway | judged | decisions | gold supported % | gold contradicted % | valid citations % | unjudged options % "
+        "| salvaged | no answer | verdicts by option (S/C/I) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in stats:
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(s.decisions.items()))
@@ -107,6 +112,6 @@ def judge_table(stats: Sequence[PathwayJudgeStats]) -> str:
         )
         rows.append(
             f"| {s.pathway} | {s.judged} | {decisions} | {pct(s.gold_supported)} | {pct(s.gold_contradicted)} | "
-            f"{pct(s.citation_validity)} | {s.salvaged} | {s.no_answer} | {positions} |"
+            f"{pct(s.citation_validity)} | {pct(s.unjudged_options)} | {s.salvaged} | {s.no_answer} | {positions} |"
         )
     return "\n".join(rows)

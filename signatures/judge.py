@@ -49,6 +49,14 @@ _VERDICT_RULES = (
 )
 
 
+# A weak model tends to judge only the option it favours: the description spells out "every option" by example.
+VERDICTS_DESC = (
+    "one entry for EVERY option letter, in order, e.g. "
+    '[{"option": "A", "evidence": ["L2"], "note": "L2 says A causes the opposite", "verdict": "contradicted"}, '
+    '{"option": "B", "evidence": [], "note": "not mentioned", "verdict": "insufficient"}, ...]'
+)
+
+
 class JudgeOptions(dspy.Signature):
     __doc__ = "Judge each answer option of the medical question against the retrieved passages." + (
         _VERDICT_RULES + EVIDENCE_IS_DATA
@@ -59,7 +67,7 @@ class JudgeOptions(dspy.Signature):
     options: str = dspy.InputField(desc="the answer options, one per line as 'LETTER. text'")
     answer_format: str = dspy.InputField(desc="how many options to choose")
     evidence: str = dspy.InputField(desc="retrieved passages, each introduced by its id in square brackets")
-    verdicts: list[VerdictDraft] = dspy.OutputField(desc="one entry per option, in option order")
+    verdicts: list[VerdictDraft] = dspy.OutputField(desc=VERDICTS_DESC)
     decision: str = dspy.OutputField(desc="grounded, elimination or parametric")
     answer: str = dspy.OutputField(desc=ANSWER_DESC)
 
@@ -83,7 +91,7 @@ class JudgeOptionsWithGraph(dspy.Signature):
     evidence: str = dspy.InputField(desc="retrieved passages, each introduced by its id in square brackets")
     entities: list[EntityDraft] = dspy.OutputField(desc="graph entities; [] if none")
     relations: list[RelationDraft] = dspy.OutputField(desc="graph relations between entity ids; [] if none")
-    verdicts: list[VerdictDraft] = dspy.OutputField(desc="one entry per option, in option order")
+    verdicts: list[VerdictDraft] = dspy.OutputField(desc=VERDICTS_DESC)
     decision: str = dspy.OutputField(desc="grounded, elimination or parametric")
     answer: str = dspy.OutputField(desc=ANSWER_DESC)
 

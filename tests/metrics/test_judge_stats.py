@@ -41,6 +41,7 @@ def test_stats_count_positions_decisions_gold_and_citations() -> None:
     assert stats.gold_contradicted == round(1 / 3, 4)
     assert stats.citation_validity == 0.75  # 3 of 4 supported/contradicted claims cite real evidence
     assert stats.invalid_citations == 1
+    assert stats.unjudged_options == round(8 / 12, 4)  # 2 + 2 + 4 of 3 x 4 option slots had no verdict
     table = judge_table([stats])
     assert "| local | 3 |" in table
     assert "A:1/1/1" in table
