@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
 
 import dspy
 from dspy.lm15 import Message, Request, Response, TextPart, Usage
@@ -23,6 +25,18 @@ from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch, web_passage
 from clearmed.signatures.records import Passage, Provenance, Question, Thresholds
+
+
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threaded HTTP server for fake APIs in tests. Timeout cases hang up on purpose: a client that went away
+    is expected, not an error to print into the test output."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
 
 # Output-field signatures of each stage's DSPy signature: the most specific first.
 _STAGE_BY_FIELDS: list[tuple[str, tuple[str, ...]]] = [

@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from clearmed.backbones import (
     supports_concurrency,
 )
 from clearmed.backbones import factory as factory_module
+from clearmed.testing import QuietHTTPServer
 
 from .conftest import FakeLoader
 
@@ -63,7 +64,7 @@ class FakeOpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.api_base = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

@@ -13,27 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
-from clearmed.testing import ScriptedCall, format_chat_reply, identify_stage
+from clearmed.testing import QuietHTTPServer, ScriptedCall, format_chat_reply, identify_stage
 
 CATEGORIES = ("bad input", "failing dependencies", "adversarial evidence", "lost work", "secrets")
-
-
-class _QuietServer(ThreadingHTTPServer):
-    """Timeout cases hang up on purpose: a client that went away is expected, not an error to print."""
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------- the recorder
@@ -204,7 +195,7 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout case)
                     pass
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()

@@ -7,13 +7,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from clearmed.retrieval.base import EvidenceError, WebSearch
 from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
+from clearmed.testing import QuietHTTPServer
 
 KEY = "tvly-test-secret-123"
 
@@ -94,7 +95,7 @@ def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture(scope="module")
 def fake() -> Iterator[tuple[FakeTavily, str]]:
     state = FakeTavily()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server = QuietHTTPServer(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
