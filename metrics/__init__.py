@@ -14,6 +14,7 @@ from clearmed.metrics._intervals import Interval, bootstrap_interval, wilson_int
 from clearmed.metrics._judge import PathwayJudgeStats, judge_stats, judge_table
 from clearmed.metrics._leakage import LeakageReport, PassageLeak, audit_leakage, passage_leak
 from clearmed.metrics._mcq import McqScore, score_mcq
+from clearmed.metrics._pathways import PathwayWorth, pathway_worth
 from clearmed.metrics._rubric import (
     RubricGrade,
     RubricGrader,
@@ -36,6 +37,7 @@ __all__ = [
     "McqScore",
     "PassageLeak",
     "PathwayJudgeStats",
+    "PathwayWorth",
     "QuestionScore",
     "RubricGrade",
     "RubricGrader",
@@ -49,6 +51,7 @@ __all__ = [
     "judge_stats",
     "judge_table",
     "passage_leak",
+    "pathway_worth",
     "render_conversation",
     "render_rubric_item",
     "rubric_score",

@@ -13,12 +13,14 @@ from clearmed.evaluation.store import EvalRecord, RunManifest
 from clearmed.metrics import (
     AccuracySummary,
     PathwayJudgeStats,
+    PathwayWorth,
     RubricSummary,
     accuracy_summary,
     audit_leakage,
     healthbench_summary,
     judge_stats,
     judge_table,
+    pathway_worth,
 )
 
 
@@ -70,6 +72,8 @@ class RunSummary(BaseModel):
     leakage_passages: dict[str, int] = {}
     # Option-wise judge statistics per judged pathway, and QPIS stop reasons (empty when those were off).
     judge: list[PathwayJudgeStats] = []
+    # CLEAR MCQ runs: each pathway's accuracy, the deterministic verifier's, and "some pathway was right".
+    pathways: PathwayWorth | None = None
     # HealthBench-style rubric grading (its questions are not in `accuracy`).
     rubric: RubricSummary | None = None
     search_plan_stops: dict[str, int] = {}
@@ -138,6 +142,7 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
         leakage_questions=sum(1 for report in leaks if report.flagged),
         leakage_passages=dict(leak_kinds),
         judge=judge_stats(decisions),
+        pathways=pathway_worth(decisions),
         rubric=healthbench_summary(grades, seed=seed) if grades else None,
         search_plan_stops=dict(Counter(plan.stop_reason for plan in plans)),
         mean_search_rounds=_mean([len(plan.rounds) for plan in plans]) if plans else None,
@@ -181,6 +186,15 @@ def details_markdown(summaries: Sequence[RunSummary]) -> str:
     """The option-wise judge and QPIS sections of a report, for the runs that used them."""
     parts: list[str] = []
     for s in summaries:
+        if s.pathways is not None:
+            worth = s.pathways
+            each = ", ".join(f"{p} {100 * a:.1f}%" for p, a in worth.pathway_accuracy.items())
+            parts.append(
+                f"\n### Pathways: {s.program} on {s.benchmark} ({worth.questions} questions)\n\n"
+                f"each pathway alone: {each}; deterministic verifier over the same candidates: "
+                f"{100 * worth.deterministic_verifier_accuracy:.1f}%; some pathway right: "
+                f"{100 * worth.any_pathway_correct:.1f}%\n"
+            )
         if s.judge:
             parts.append(f"\n### Option-wise judge: {s.program} on {s.benchmark}\n\n{judge_table(s.judge)}\n")
         if s.search_plan_stops:
