@@ -183,7 +183,7 @@ def comparison_table(summaries: Sequence[RunSummary]) -> str:
 
 
 def details_markdown(summaries: Sequence[RunSummary]) -> str:
-    """The option-wise judge and QPIS sections of a report, for the runs that used them."""
+    """Report sections beyond the table: what the pathways were worth, the option-wise judge, QPIS."""
     parts: list[str] = []
     for s in summaries:
         if s.pathways is not None:
