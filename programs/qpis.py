@@ -74,7 +74,10 @@ class QueryPlannedSearch(dspy.Module):
                     round_ = round_.model_copy(update={"error": error})
                     continue
                 known = {_page_key(p) for p in passages}
-                passages.extend(p for p in found if _page_key(p) not in known and len(passages) < limit)
+                for page in found:
+                    if len(passages) < limit and _page_key(page) not in known:
+                        known.add(_page_key(page))
+                        passages.append(page)
             passages = reid(passages, "W")
             round_ = round_.model_copy(update={"new_passage_ids": [p.id for p in passages[before:]]})
             plan.rounds.append(round_)
