@@ -21,6 +21,7 @@ from clearmed.backbones.llama_runtime import (
     load_llama,
 )
 from clearmed.backbones.model_files import ModelFileError, resolve_model_path
+from clearmed.backbones.retry_wait import install_retry_ceiling
 
 __all__ = ["build_lm", "lm_label", "supports_concurrency"]
 
@@ -37,11 +38,13 @@ def build_lm(
 ) -> dspy.LM:
     """Build the DSPy LM for one backbone; a problem raises a one-line `ConfigError`.
 
-    ``role`` and ``source`` (the config file) only label error messages. ``llama_loader`` replaces the real
+    ``role`` and ``source`` (the config file) only label error messages. Building any LM also caps how long a
+    rate-limited retry may wait (`backbones.retry_wait`). ``llama_loader`` replaces the real
     llama.cpp loader for an embedded backbone (tests inject a fake model through it).
     """
     # LiteLLM (DSPy's fallback backend) otherwise fetches its cost map from GitHub on first use.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    install_retry_ceiling()
     where = _Where(source, role)
     common: dict[str, Any] = {
         "temperature": cfg.temperature,
