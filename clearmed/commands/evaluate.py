@@ -112,11 +112,11 @@ def run_eval(args: argparse.Namespace) -> int:
     with RunStore(run_dir) as store:
         manifest = store.read_manifest()
         assert manifest is not None
-        summary = summarize(records, manifest, seed=args.seed)
+        audits = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
+        summary = summarize(records, manifest, seed=args.seed, leaks=audits)
         store.write_json("summary.json", summary.model_dump_json(indent=2))
         store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
-        flagged = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
-        store.write_json("leakage.json", json.dumps([f.model_dump() for f in flagged if f.flagged], indent=2))
+        store.write_json("leakage.json", json.dumps([a.model_dump() for a in audits if a.flagged], indent=2))
         write_plots([summary], run_dir / "plots")
     Console().print(comparison_table([summary]) + details_markdown([summary]))
     console.print(f"run folder: {run_dir}")

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from clearmed.evaluation.store import EvalRecord, RunManifest
 from clearmed.metrics import (
     AccuracySummary,
+    LeakageReport,
     PathwayJudgeStats,
     PathwayWorth,
     RubricSummary,
@@ -88,7 +89,15 @@ def _mean(values: Sequence[float]) -> float:
     return round(statistics.fmean(values), 3) if values else 0.0
 
 
-def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int = 0) -> RunSummary:
+def summarize(
+    records: Sequence[EvalRecord],
+    manifest: RunManifest,
+    *,
+    seed: int = 0,
+    leaks: Sequence[LeakageReport] | None = None,
+) -> RunSummary:
+    """The run's statistics. `leaks` are the records' leakage audits when the caller already ran them (one per
+    record, in order); otherwise they are audited here."""
     graded = [record.score for record in records if record.score is not None]
     scores = [score for score in graded if score.rubric_grade is None]
     grades = [score.rubric_grade for score in graded if score.rubric_grade is not None]
@@ -110,7 +119,8 @@ def summarize(records: Sequence[EvalRecord], manifest: RunManifest, *, seed: int
             )
         )
     lm_rows = [[row for row in d.usage if row.role != "tool"] for d in decisions]
-    leaks = [audit_leakage(d.bundle.question, d) for d in decisions]
+    if leaks is None:
+        leaks = [audit_leakage(d.bundle.question, d) for d in decisions]
     plans = [p for d in decisions if (p := d.bundle.candidate("dynamic").search_plan) is not None]
     leak_kinds = Counter("local" if leak.passage_id.startswith("L") else "web" for r in leaks for leak in r.leaks)
     return RunSummary(
