@@ -61,7 +61,7 @@ def judge_stats(decisions: Sequence[Decision]) -> list[PathwayJudgeStats]:
             gold = decision.bundle.question.gold_letters or []
             if gold:
                 gold_total += 1
-                labels = {judgment.verdict_for(letter).verdict for letter in gold if judgment.verdict_for(letter)}  # type: ignore[union-attr]
+                labels = {v.verdict for letter in gold if (v := judgment.verdict_for(letter)) is not None}
                 gold_supported += "supported" in labels
                 gold_contradicted += "contradicted" in labels
             if judgment.graph is not None:

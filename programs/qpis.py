@@ -62,6 +62,7 @@ class QueryPlannedSearch(dspy.Module):
         queries = subqueries or [fallback_query]
         plan = SearchPlan(subqueries=subqueries, plan_error=planned.error)
         passages: list[Passage] = []
+        known: set[str] = set()  # pages already kept, by URL (or text when a page has none)
 
         while True:
             round_ = SearchRound(queries=queries)
@@ -73,7 +74,6 @@ class QueryPlannedSearch(dspy.Module):
                     failures += 1
                     round_ = round_.model_copy(update={"error": error})
                     continue
-                known = {_page_key(p) for p in passages}
                 for page in found:
                     if len(passages) < limit and _page_key(page) not in known:
                         known.add(_page_key(page))
