@@ -6,11 +6,15 @@ import argparse
 import contextlib
 import random
 import sys
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from rich.console import Console
 
 from clearmed.errors import UsageError
+
+if TYPE_CHECKING:
+    from clearmed.optimize.compiling import CompileReport, SplitScore
 
 
 def _select(args: argparse.Namespace):  # -> (benchmark set, train questions, val questions)
@@ -112,8 +116,8 @@ def run_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(report) -> str:  # CompileReport -> markdown
-    def row(name: str, score) -> str:
+def _report(report: CompileReport) -> str:
+    def row(name: str, score: SplitScore) -> str:
         acc = score.accuracy
         interval = f"[{acc.wilson.low:.3f}, {acc.wilson.high:.3f}]" if acc.wilson else "-"
         return f"| {name} | {acc.n} | {acc.accuracy:.3f} | {interval} | {score.mean_lm_calls:.2f} |"

@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from rich.console import Console
 
 from clearmed.errors import UsageError
+
+if TYPE_CHECKING:
+    from clearmed.optimize.rescore import TrialScore
+    from clearmed.optimize.tuning import TuneSummary
 
 
 def _run_config(args: argparse.Namespace):  # -> ClearmedConfig
@@ -106,8 +111,8 @@ def run_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(summary) -> str:  # TuneSummary -> markdown
-    def row(name: str, score) -> str:
+def _report(summary: TuneSummary) -> str:
+    def row(name: str, score: TrialScore) -> str:
         return f"| {name} | {score.n} | {score.accuracy:.3f} | {score.mean_calls:.2f} | {score.misses} |"
 
     lines = [
