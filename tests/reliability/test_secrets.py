@@ -88,22 +88,13 @@ lm_cache_dir = "{tmp_path / "lm-cache"}"
     return config
 
 
+ASK_ADDISON = ["ask", "Which hormone is low in Addison disease?", "-o", "A: cortisol", "-o", "B: insulin"]
+
+
 def test_ask_json_with_rejected_keys(reliability, planted: Path, capsys, caplog) -> None:
     with reliability.case(CATEGORY, "cli ask --json: model and search both reject (and echo) the keys") as case:
         caplog.set_level(logging.DEBUG)
-        code = main(
-            [
-                "ask",
-                "Which hormone is low in Addison disease?",
-                "-o",
-                "A: cortisol",
-                "-o",
-                "B: insulin",
-                "-c",
-                str(planted),
-                "--json",
-            ]
-        )
+        code = main([*ASK_ADDISON, "-c", str(planted), "--json"])
         out, err = capsys.readouterr()
         assert code == 1  # no pathway could answer: a failed decision, printed whole
         assert '"status": "failed"' in out
@@ -114,18 +105,7 @@ def test_ask_json_with_rejected_keys(reliability, planted: Path, capsys, caplog)
 def test_ask_terminal_view_with_rejected_keys(reliability, planted: Path, capsys, caplog) -> None:
     with reliability.case(CATEGORY, "cli ask (terminal view): rejected keys") as case:
         caplog.set_level(logging.DEBUG)
-        main(
-            [
-                "ask",
-                "Which hormone is low in Addison disease?",
-                "-o",
-                "A: cortisol",
-                "-o",
-                "B: insulin",
-                "-c",
-                str(planted),
-            ]
-        )
+        main([*ASK_ADDISON, "-c", str(planted)])
         out, err = capsys.readouterr()
         case.leaked = leaks(out, err, caplog.text)
         assert case.leaked == 0
