@@ -14,6 +14,7 @@ from clearmed.metrics._intervals import Interval, bootstrap_interval, wilson_int
 from clearmed.metrics._judge import PathwayJudgeStats, judge_stats, judge_table
 from clearmed.metrics._leakage import LeakageReport, PassageLeak, audit_leakage, passage_leak
 from clearmed.metrics._mcq import McqScore, score_mcq
+from clearmed.metrics._paired import PairedComparison, mcnemar_exact_p, paired_comparison
 from clearmed.metrics._pathways import PathwayWorth, pathway_worth
 from clearmed.metrics._rubric import (
     RubricGrade,
@@ -35,6 +36,7 @@ __all__ = [
     "JudgeTask",
     "LeakageReport",
     "McqScore",
+    "PairedComparison",
     "PassageLeak",
     "PathwayJudgeStats",
     "PathwayWorth",
@@ -50,6 +52,8 @@ __all__ = [
     "healthbench_summary",
     "judge_stats",
     "judge_table",
+    "mcnemar_exact_p",
+    "paired_comparison",
     "passage_leak",
     "pathway_worth",
     "render_conversation",

@@ -118,23 +118,28 @@ def run_eval(args: argparse.Namespace) -> int:
         store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
         store.write_json("leakage.json", json.dumps([a.model_dump() for a in audits if a.flagged], indent=2))
         write_plots([summary], run_dir / "plots")
-    Console().print(comparison_table([summary]) + details_markdown([summary]))
+    Console(soft_wrap=True).print(
+        comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
+    )
     console.print(f"run folder: {run_dir}")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from clearmed.evaluation import RunSummary, comparison_table, write_plots
+    from clearmed.evaluation import comparison_table, write_plots
+    from clearmed.evaluation.compare import load_runs, paired_comparisons, paired_markdown
     from clearmed.evaluation.report import details_markdown
 
-    summaries = []
-    for folder in args.runs:
-        path = Path(folder) / "summary.json"
-        if not path.is_file():
-            raise UsageError(f"{folder}: no summary.json (is it a finished run folder?)")
-        summaries.append(RunSummary.model_validate(json.loads(path.read_text(encoding="utf-8"))))
-    table = comparison_table(summaries) + details_markdown(summaries)
-    Console().print(table)
+    runs = load_runs([Path(folder) for folder in args.runs], common=args.common)
+    summaries = [run.summary for run in runs]
+    scope = f"\nOn the {summaries[0].evaluated} questions all runs share.\n\n" if args.common else ""
+    table = (
+        scope
+        + comparison_table(summaries, labels=[run.label for run in runs])
+        + paired_markdown(paired_comparisons(runs))
+        + details_markdown(summaries)
+    )
+    Console(soft_wrap=True).print(table, markup=False, highlight=False)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -172,6 +177,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     compare = commands.add_parser("compare", help="put finished runs side by side")
     compare.add_argument("runs", nargs="+", help="run folders")
     compare.add_argument("--out", help="folder for comparison.md and plots")
+    compare.add_argument(
+        "--common",
+        action="store_true",
+        help="re-summarize every run on the question ids all of them answered (fair when run sizes differ)",
+    )
     compare.set_defaults(func=run_compare)
 
     benchmarks = commands.add_parser("benchmarks", help="list the benchmarks with hub ids and scoring")

@@ -173,18 +173,23 @@ def accuracy_cell(summary: RunSummary) -> str:
     return f"{_pct(acc.accuracy)} [{_pct(acc.wilson.low)}, {_pct(acc.wilson.high)}]"
 
 
-def comparison_table(summaries: Sequence[RunSummary]) -> str:
-    """Markdown: one row per run (accuracy with a 95% Wilson interval, failures, cost, routes)."""
+def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | None = None) -> str:
+    """Markdown: one row per run (accuracy with a 95% Wilson interval, failures, cost, routes). `labels` name
+    the runs in a first column when several runs share a program."""
+    if labels is not None and len(labels) != len(summaries):
+        raise ValueError("one label per summary")
+    run_head, run_rule = ("| run ", "|---") if labels is not None else ("", "")
     header = (
-        "| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | s/question | LM calls/q "
-        "| follow-ups | revisions | leaked items | routes |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        f"{run_head}| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | s/question | LM calls/q "
+        f"| follow-ups | revisions | leaked items | routes |\n{run_rule}|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     rows = []
-    for s in summaries:
+    for i, s in enumerate(summaries):
         acc = s.accuracy
         routes = ", ".join(f"{route} {count}" for route, count in sorted(s.route_counts.items()))
+        run_cell = f"| {labels[i]} " if labels is not None else ""
         rows.append(
-            f"| {s.program} | {s.benchmark} | {s.evaluated}/{s.planned} | {accuracy_cell(s)} "
+            f"{run_cell}| {s.program} | {s.benchmark} | {s.evaluated}/{s.planned} | {accuracy_cell(s)} "
             f"| {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.cost.mean_seconds:.1f} "
             f"| {s.cost.mean_lm_calls:.1f} | {s.followup_searches} | {s.revisions_accepted} "
             f"| {s.leakage_questions} | {routes} |"

@@ -103,6 +103,13 @@ def test_eval_demo_then_compare(scripted, tmp_path: Path, capsys: pytest.Capture
     assert main(["compare", str(run_dir), str(run_dir), "--out", str(tmp_path / "cmp")]) == 0
     assert "| clear | demo |" in capsys.readouterr().out
     assert (tmp_path / "cmp" / "comparison.md").is_file()
+    assert main(["compare", str(run_dir), str(run_dir), "--common"]) == 0
+    shown = capsys.readouterr().out
+    assert "On the 4 questions all runs share." in shown
+    label = f"{run_dir.parent.name}/run"  # the same folder name twice is qualified by its parent
+    assert f"| {label} | {label} | 4 | " in shown  # the paired row: a run against itself gains and loses nothing
+    assert main(["compare", str(tmp_path / "cmp")]) == 2
+    assert "no manifest.json" in capsys.readouterr().err
 
 
 def test_config_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:

@@ -123,3 +123,45 @@ def test_comparison_table_and_plots(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["accuracy.png", "routes.png", "cost_by_route.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     json.loads(summary.model_dump_json())
+
+
+def _finished_run(run_dir: Path, n: int, name: str) -> None:
+    records = run_evaluation(spec(run_dir, n=n, name=name), CONFIG, program(), show_progress=False)
+    with RunStore(run_dir) as store:
+        manifest = store.read_manifest()
+        assert manifest is not None
+        store.write_json("summary.json", summarize(records, manifest).model_dump_json())
+
+
+def test_compare_on_common_ids_resummarizes_on_the_shared_questions(tmp_path: Path) -> None:
+    from clearmed.evaluation.compare import load_runs, paired_comparisons, paired_markdown
+
+    _finished_run(tmp_path / "a" / "clear-n6", 6, "clear")
+    _finished_run(tmp_path / "b" / "clear-n6", 6, "clear")
+    _finished_run(tmp_path / "small", 4, "clear")
+    folders = [tmp_path / "a" / "clear-n6", tmp_path / "small", tmp_path / "b" / "clear-n6"]
+    as_run = load_runs(folders)
+    assert [r.summary.evaluated for r in as_run] == [6, 4, 6]
+    assert [r.label for r in as_run] == ["a/clear-n6", "small", "b/clear-n6"]  # same folder names are qualified
+    shared = load_runs(folders, common=True)
+    assert [(r.summary.evaluated, r.summary.planned) for r in shared] == [(4, 4)] * 3
+    pairs = paired_comparisons(shared)
+    assert [(p.baseline, p.other, p.common, p.gained, p.lost) for p in pairs] == [
+        ("a/clear-n6", "small", 4, 0, 0),
+        ("a/clear-n6", "b/clear-n6", 4, 0, 0),
+    ]
+    assert "| small | a/clear-n6 | 4 | 2 | 0 | 0 | 2 | 1 |" in paired_markdown(pairs)
+
+
+def test_compare_refuses_runs_without_shared_questions(tmp_path: Path) -> None:
+    from clearmed.evaluation.compare import load_runs
+
+    _finished_run(tmp_path / "a", 2, "clear")
+    records = [r.model_copy(update={"question_id": "other-" + r.question_id}) for r in read_records(tmp_path / "a")]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "manifest.json").write_text((tmp_path / "a" / "manifest.json").read_text())
+    (tmp_path / "b" / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    with pytest.raises(RunStoreError, match="share no question ids"):
+        load_runs([tmp_path / "a", tmp_path / "b"], common=True)
+    with pytest.raises(RunStoreError, match=r"no summary\.json"):
+        load_runs([tmp_path / "b"])

@@ -1,0 +1,105 @@
+"""`clearmed compare`: finished runs side by side, optionally on the questions they all share, with paired tests.
+
+Runs of different sizes are not comparable question for question: a 40-question variant against a 50-question
+baseline differs by ten questions before it differs by program. `--common` re-summarizes every run (with this
+version's report code) on the question ids all of them answered; the paired table is always computed on the
+shared ids of each run and the first run of its benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from clearmed.evaluation.report import RunSummary, summarize
+from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, read_records
+from clearmed.metrics import PairedComparison, paired_comparison
+
+
+class ComparedRun(BaseModel):
+    """One run folder as the comparison sees it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    folder: str
+    summary: RunSummary
+    correct: dict[str, bool]  # question id -> scored correct (unscored questions are absent)
+
+
+def _manifest(folder: Path) -> RunManifest:
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise RunStoreError(f"{folder}: no manifest.json (is it a run folder?)")
+    return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def _correct(records: Sequence[EvalRecord]) -> dict[str, bool]:
+    return {r.question_id: r.score.correct for r in records if r.score is not None and r.score.rubric_grade is None}
+
+
+def _labels(folders: Sequence[Path]) -> list[str]:
+    """Folder names, qualified by their parent when two runs share a name (e.g. medqa/clear-n50-s0)."""
+    names = [f.name for f in folders]
+    return [f"{f.parent.name}/{f.name}" if names.count(f.name) > 1 else f.name for f in folders]
+
+
+def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:
+    """Each folder's summary (its own summary.json, or recomputed on the shared ids when `common`)."""
+    runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
+    for folder in folders:
+        manifest = _manifest(folder)
+        runs.append((folder, manifest, list(read_records(folder))))
+    shared: set[str] | None = None
+    if common:
+        for _, _, records in runs:
+            ids = {r.question_id for r in records}
+            shared = ids if shared is None else shared & ids
+        if not shared:
+            raise RunStoreError("the runs share no question ids; compare them without --common")
+    compared = []
+    for (folder, manifest, records), label in zip(runs, _labels(folders), strict=True):
+        if shared is not None:
+            records = [r for r in records if r.question_id in shared]
+            manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in shared]})
+            summary = summarize(records, manifest, seed=manifest.seed)
+        else:
+            path = folder / "summary.json"
+            if not path.is_file():
+                raise RunStoreError(f"{folder}: no summary.json (is it a finished run folder?)")
+            summary = RunSummary.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        compared.append(ComparedRun(label=label, folder=str(folder), summary=summary, correct=_correct(records)))
+    return compared
+
+
+def paired_comparisons(runs: Sequence[ComparedRun]) -> list[PairedComparison]:
+    """Each run against the first run of the same benchmark, on the scored questions both contain."""
+    baselines: dict[str, ComparedRun] = {}
+    pairs = []
+    for run in runs:
+        base = baselines.setdefault(run.summary.benchmark, run)
+        if base is run:
+            continue
+        pair = paired_comparison(base.label, base.correct, run.label, run.correct)
+        if pair.common:
+            pairs.append(pair)
+    return pairs
+
+
+def paired_markdown(pairs: Sequence[PairedComparison]) -> str:
+    """Markdown: gained and lost questions against the baseline, with the exact McNemar p."""
+    if not pairs:
+        return ""
+    rows = [
+        f"| {p.other} | {p.baseline} | {p.common} | {p.both_right} | {p.gained} | {p.lost} | {p.both_wrong} "
+        f"| {p.mcnemar_p:.3g} |"
+        for p in pairs
+    ]
+    return (
+        "\n### Paired against the first run of each benchmark (shared questions)\n\n"
+        "| run | baseline | shared | both right | gained | lost | both wrong | exact McNemar p |\n"
+        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
