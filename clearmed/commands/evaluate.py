@@ -132,7 +132,11 @@ def run_compare(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(folder) for folder in args.runs], common=args.common)
     summaries = [run.summary for run in runs]
-    scope = f"\nOn the {summaries[0].evaluated} questions all runs share.\n\n" if args.common else ""
+    scope = ""
+    if args.common:
+        sizes = {s.benchmark: s.evaluated for s in summaries}
+        scope = "\nOn the questions all runs of a benchmark share: " + ", ".join(f"{b} {n}" for b, n in sizes.items())
+        scope += ".\n\n"
     table = (
         scope
         + comparison_table(summaries, labels=[run.label for run in runs])
@@ -180,7 +184,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     compare.add_argument(
         "--common",
         action="store_true",
-        help="re-summarize every run on the question ids all of them answered (fair when run sizes differ)",
+        help="re-summarize each run on the question ids all runs of its benchmark answered (fair when sizes differ)",
     )
     compare.set_defaults(func=run_compare)
 

@@ -2,7 +2,7 @@
 
 Runs of different sizes are not comparable question for question: a 40-question variant against a 50-question
 baseline differs by ten questions before it differs by program. `--common` re-summarizes every run (with this
-version's report code) on the question ids all of them answered; the paired table is always computed on the
+version's report code) on the question ids all runs of its benchmark answered; the paired table is always computed on the
 shared ids of each run and the first run of its benchmark.
 """
 
@@ -48,23 +48,27 @@ def _labels(folders: Sequence[Path]) -> list[str]:
 
 
 def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:
-    """Each folder's summary (its own summary.json, or recomputed on the shared ids when `common`)."""
+    """Each folder's summary: its own summary.json, or with `common` recomputed on the ids that every run of the
+    same benchmark answered."""
     runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
     for folder in folders:
         manifest = _manifest(folder)
         runs.append((folder, manifest, list(read_records(folder))))
-    shared: set[str] | None = None
+    shared: dict[str, set[str]] = {}  # benchmark -> the ids all of its runs answered
     if common:
-        for _, _, records in runs:
+        for _, manifest, records in runs:
             ids = {r.question_id for r in records}
-            shared = ids if shared is None else shared & ids
-        if not shared:
-            raise RunStoreError("the runs share no question ids; compare them without --common")
+            benchmark = manifest.benchmark
+            shared[benchmark] = shared[benchmark] & ids if benchmark in shared else ids
+        empty = sorted(benchmark for benchmark, ids in shared.items() if not ids)
+        if empty:
+            raise RunStoreError(f"the {', '.join(empty)} runs share no question ids; compare them without --common")
     compared = []
     for (folder, manifest, records), label in zip(runs, _labels(folders), strict=True):
-        if shared is not None:
-            records = [r for r in records if r.question_id in shared]
-            manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in shared]})
+        if common:
+            ids = shared[manifest.benchmark]
+            records = [r for r in records if r.question_id in ids]
+            manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in ids]})
             summary = summarize(records, manifest, seed=manifest.seed)
         else:
             path = folder / "summary.json"

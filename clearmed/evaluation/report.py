@@ -173,6 +173,13 @@ def accuracy_cell(summary: RunSummary) -> str:
     return f"{_pct(acc.accuracy)} [{_pct(acc.wilson.low)}, {_pct(acc.wilson.high)}]"
 
 
+def _calls_cell(cost: CostSummary) -> str:
+    """Calls that reached a model, plus the cache hits: a run that reuses another run's calls looks cheaper than
+    it would be cold, in calls and in seconds."""
+    hits = cost.cache_hit_calls / cost.questions if cost.questions else 0.0
+    return f"{cost.mean_lm_calls:.1f}" + (f" (+{hits:.1f} cached)" if hits >= 0.05 else "")
+
+
 def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | None = None) -> str:
     """Markdown: one row per run (accuracy with a 95% Wilson interval, failures, cost, routes). `labels` name
     the runs in a first column when several runs share a program."""
@@ -191,7 +198,7 @@ def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | No
         rows.append(
             f"{run_cell}| {s.program} | {s.benchmark} | {s.evaluated}/{s.planned} | {accuracy_cell(s)} "
             f"| {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.cost.mean_seconds:.1f} "
-            f"| {s.cost.mean_lm_calls:.1f} | {s.followup_searches} | {s.revisions_accepted} "
+            f"| {_calls_cell(s.cost)} | {s.followup_searches} | {s.revisions_accepted} "
             f"| {s.leakage_questions} | {routes} |"
         )
     return "\n".join([header, *rows]) + "\n"

@@ -119,6 +119,8 @@ def test_comparison_table_and_plots(tmp_path: Path) -> None:
     summary = summarize(records, manifest)
     table = comparison_table([summary, summary])
     assert table.count("| clear | toy | 6/6 | 50.0 [") == 2
+    cached = summary.model_copy(update={"cost": summary.cost.model_copy(update={"cache_hit_calls": 12})})
+    assert "| 5.0 (+2.0 cached) |" in comparison_table([cached])  # reused calls are shown, not hidden
     paths = write_plots([summary], tmp_path / "plots")
     assert [p.name for p in paths] == ["accuracy.png", "routes.png", "cost_by_route.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
