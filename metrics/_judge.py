@@ -31,6 +31,9 @@ class PathwayJudgeStats(BaseModel):
     unjudged_options: float | None = None
     salvaged: int = 0
     no_answer: int = 0
+    # Single-answer judgements with more than one option supported: a weak model reads "mentions" as "supports",
+    # and the rules then refuse to pick among them (no answer).
+    several_supported: int = 0
     mean_graph_entities: float | None = None
     mean_graph_relations: float | None = None
 
@@ -84,6 +87,10 @@ def judge_stats(decisions: Sequence[Decision]) -> list[PathwayJudgeStats]:
                 ),
                 salvaged=sum(j.salvaged for _, j in judged),
                 no_answer=sum(j.answer is None for _, j in judged),
+                several_supported=sum(
+                    d.bundle.question.answer_mode == "single" and len(j.letters_with("supported")) > 1
+                    for d, j in judged
+                ),
                 mean_graph_entities=round(sum(entities) / len(entities), 2) if entities else None,
                 mean_graph_relations=round(sum(relations) / len(relations), 2) if relations else None,
             )
@@ -101,8 +108,8 @@ def judge_table(stats: Sequence[PathwayJudgeStats]) -> str:
 
     rows = [
         "| pathway | judged | decisions | gold supported % | gold contradicted % | valid citations % | unjudged options % "
-        "| salvaged | no answer | verdicts by option (S/C/I) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| salvaged | several supported | no answer | verdicts by option (S/C/I) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in stats:
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(s.decisions.items()))
@@ -112,6 +119,7 @@ def judge_table(stats: Sequence[PathwayJudgeStats]) -> str:
         )
         rows.append(
             f"| {s.pathway} | {s.judged} | {decisions} | {pct(s.gold_supported)} | {pct(s.gold_contradicted)} | "
-            f"{pct(s.citation_validity)} | {pct(s.unjudged_options)} | {s.salvaged} | {s.no_answer} | {positions} |"
+            f"{pct(s.citation_validity)} | {pct(s.unjudged_options)} | {s.salvaged} | {s.several_supported} | {s.no_answer} "
+            f"| {positions} |"
         )
     return "\n".join(rows)

@@ -42,9 +42,19 @@ def test_stats_count_positions_decisions_gold_and_citations() -> None:
     assert stats.citation_validity == 0.75  # 3 of 4 supported/contradicted claims cite real evidence
     assert stats.invalid_citations == 1
     assert stats.unjudged_options == round(8 / 12, 4)  # 2 + 2 + 4 of 3 x 4 option slots had no verdict
+    assert stats.several_supported == 0
     table = judge_table([stats])
     assert "| local | 3 |" in table
     assert "A:1/1/1" in table
+
+
+def test_several_supported_options_on_a_single_answer_question_are_counted() -> None:
+    # The embedded model's failure: every option a passage mentions is "supported", and the answer repeats them.
+    everything = [("A", "supported", ["L1"]), ("B", "supported", ["L2"])]
+    (stats,) = judge_stats([judged(everything, "grounded", "A, B"), judged(everything[:1], "grounded", "A")])
+    assert stats.several_supported == 1
+    assert stats.no_answer == 1
+    assert "| 1 | 1 | A:2/0/0" in judge_table([stats])  # several supported, no answer, then the positions
 
 
 def test_no_judge_no_stats() -> None:
