@@ -41,11 +41,14 @@ class RelationDraft(BaseModel):
 
 _VERDICT_RULES = (
     " For every option give a verdict, citing the passage ids it rests on: supported = the passages give direct "
-    "evidence that the option is the correct answer; contradicted = the passages explicitly indicate the option "
-    "is wrong; insufficient = the passages alone do not settle it. A supported or contradicted verdict without a "
-    "cited passage id does not count. Then the decision: grounded if some option is supported (answer with it), "
-    "elimination if none is supported but some are contradicted (rule those out and choose among the rest from "
-    "your own knowledge), parametric if every option is insufficient (answer from your own knowledge)."
+    "evidence that the option is the correct answer to this question (a passage that merely mentions the option, "
+    "or describes it without answering the question, is not support); contradicted = the passages explicitly "
+    "indicate the option is wrong; insufficient = the passages alone do not settle it. A supported or contradicted "
+    "verdict without a cited passage id does not count. When only one answer is allowed, at most one option can be "
+    "supported: keep it for the option the passages support most directly. Then the decision: grounded if some "
+    "option is supported (answer with it), elimination if none is supported but some are contradicted (rule those "
+    "out and choose among the rest from your own knowledge), parametric if every option is insufficient (answer "
+    "from your own knowledge)."
 )
 
 
