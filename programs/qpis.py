@@ -7,7 +7,11 @@ gathered so far is kept: a failed check never throws away results).
 
 The budget is counted in search rounds (`qpis_max_rounds`, the planned queries being round one), so the
 worst case is known: one plan call, `max_rounds - 1` check calls, and `max_subqueries + max_rounds - 1`
-searches.
+searches. The kept pages (`qpis_max_passages`) are shared out over the rounds: round r may fill the budget up to
+r/max_rounds of it. Otherwise the planned queries fill it in round one (3 sub-queries x 4 results > 8 pages), and
+the sufficiency check, the iterative half of QPIS, never runs. Within a round the queries' results are taken
+in turns (every query's first result, then every second result...), so the last sub-query is not crowded out by
+the first.
 """
 
 from __future__ import annotations
@@ -26,6 +30,17 @@ from clearmed.signatures.records import Passage, Question, SearchPlan, SearchRou
 
 def _page_key(passage: Passage) -> str:
     return passage.provenance.url or passage.text[:200]
+
+
+def round_quota(limit: int, round_number: int, max_rounds: int) -> int:
+    """How many pages may be kept after round `round_number` (1-based): an even share of `limit` per round."""
+    return limit if round_number >= max_rounds else max(1, -(-limit * round_number // max_rounds))
+
+
+def in_turns(result_lists: list[list[Passage]]) -> list[Passage]:
+    """Each list's first result, then each list's second, and so on."""
+    depth = max((len(results) for results in result_lists), default=0)
+    return [results[i] for i in range(depth) for results in result_lists if i < len(results)]
 
 
 def clean_queries(raw: list[str] | None, limit: int) -> list[str]:
@@ -68,16 +83,19 @@ class QueryPlannedSearch(dspy.Module):
             round_ = SearchRound(queries=queries)
             before = len(passages)
             failures = 0
+            found_lists: list[list[Passage]] = []
             for query in queries:
                 found, error = search_web(search, query, settings.dynamic_k, "dynamic_search", "W")
                 if error is not None:
                     failures += 1
                     round_ = round_.model_copy(update={"error": error})
                     continue
-                for page in found:
-                    if len(passages) < limit and _page_key(page) not in known:
-                        known.add(_page_key(page))
-                        passages.append(page)
+                found_lists.append(found)
+            quota = round_quota(limit, len(plan.rounds) + 1, settings.qpis_max_rounds)
+            for page in in_turns(found_lists):
+                if len(passages) < quota and _page_key(page) not in known:
+                    known.add(_page_key(page))
+                    passages.append(page)
             passages = reid(passages, "W")
             round_ = round_.model_copy(update={"new_passage_ids": [p.id for p in passages[before:]]})
             plan.rounds.append(round_)

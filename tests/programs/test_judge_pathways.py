@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from clearmed.programs.qpis import in_turns, round_quota
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage
@@ -273,6 +276,37 @@ def test_qpis_keeps_passage_ids_stable_and_pages_unique() -> None:
     urls = [p.provenance.url for p in decision.bundle.dynamic_passages]
     assert ids == [f"W{i}" for i in range(1, len(ids) + 1)]
     assert len(set(urls)) == len(urls)
+
+
+def test_qpis_round_one_leaves_room_for_the_check_and_takes_every_query_in_turn() -> None:
+    # 2 sub-queries x 2 results would fill the default 4-page budget in round one, and the check would never run.
+    web = InMemoryWebSearch(MORE_WEB)
+    replies = script(
+        qpis_plan={"subqueries": ["TSH test", "levothyroxine thyroid hormone"]},
+        qpis_check={"sufficient": True, "missing": "", "next_query": ""},
+    )
+    program, engine, _ = build_toy_program(replies, settings=qpis_settings(dynamic_k=2), web=web)
+    decision = run(program)
+    plan = decision.bundle.candidate("dynamic").search_plan
+    assert plan is not None
+    assert engine.stages().count("qpis_check") == 1
+    assert plan.stop_reason == "sufficient"
+    # Each query's best page, not the first query's two.
+    assert [p.provenance.query for p in decision.bundle.dynamic_passages] == plan.subqueries
+
+
+@pytest.mark.parametrize(
+    ("limit", "round_number", "max_rounds", "quota"),
+    [(8, 1, 2, 4), (8, 2, 2, 8), (8, 1, 1, 8), (10, 1, 3, 4), (10, 2, 3, 7), (10, 3, 3, 10), (1, 1, 3, 1)],
+)
+def test_round_quota_shares_the_page_budget(limit: int, round_number: int, max_rounds: int, quota: int) -> None:
+    assert round_quota(limit, round_number, max_rounds) == quota
+
+
+def test_in_turns_interleaves_result_lists() -> None:
+    a, b, c = (web_passage(x, f"https://{x}.gov", x, x, None) for x in "abc")
+    assert in_turns([[a, b], [c]]) == [a, c, b]
+    assert in_turns([]) == []
 
 
 # ------------------------------------------------------------------------------------------- guard and audit
