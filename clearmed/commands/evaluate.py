@@ -137,11 +137,12 @@ def run_compare(args: argparse.Namespace) -> int:
         sizes = {s.benchmark: s.evaluated for s in summaries}
         scope = "\nOn the questions all runs of a benchmark share: " + ", ".join(f"{b} {n}" for b, n in sizes.items())
         scope += ".\n\n"
+    labels = [run.label for run in runs]
     table = (
         scope
-        + comparison_table(summaries, labels=[run.label for run in runs])
+        + comparison_table(summaries, labels=labels)
         + paired_markdown(paired_comparisons(runs))
-        + details_markdown(summaries)
+        + details_markdown(summaries, labels=labels)
     )
     Console(soft_wrap=True).print(table, markup=False, highlight=False)
     if args.out:

@@ -204,25 +204,27 @@ def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | No
     return "\n".join([header, *rows]) + "\n"
 
 
-def details_markdown(summaries: Sequence[RunSummary]) -> str:
-    """Report sections beyond the table: what the pathways were worth, the option-wise judge, QPIS."""
+def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | None = None) -> str:
+    """Report sections beyond the table: what the pathways were worth, the option-wise judge, QPIS. Sections are
+    headed by `labels` when given (several runs of one program), else by program."""
     parts: list[str] = []
-    for s in summaries:
+    for i, s in enumerate(summaries):
+        name = labels[i] if labels is not None else s.program
         if s.pathways is not None:
             worth = s.pathways
             each = ", ".join(f"{p} {100 * a:.1f}%" for p, a in worth.pathway_accuracy.items())
             parts.append(
-                f"\n### Pathways: {s.program} on {s.benchmark} ({worth.questions} questions)\n\n"
+                f"\n### Pathways: {name} on {s.benchmark} ({worth.questions} questions)\n\n"
                 f"each pathway alone: {each}; deterministic verifier over the same candidates: "
                 f"{100 * worth.deterministic_verifier_accuracy:.1f}%; some pathway right: "
                 f"{100 * worth.any_pathway_correct:.1f}%\n"
             )
         if s.judge:
-            parts.append(f"\n### Option-wise judge: {s.program} on {s.benchmark}\n\n{judge_table(s.judge)}\n")
+            parts.append(f"\n### Option-wise judge: {name} on {s.benchmark}\n\n{judge_table(s.judge)}\n")
         if s.search_plan_stops:
             stops = ", ".join(f"{reason} {count}" for reason, count in sorted(s.search_plan_stops.items()))
             parts.append(
-                f"\n### QPIS: {s.program} on {s.benchmark}\n\nmean search rounds {s.mean_search_rounds}; "
+                f"\n### QPIS: {name} on {s.benchmark}\n\nmean search rounds {s.mean_search_rounds}; "
                 f"stopped by {stops}\n"
             )
     return "".join(parts)

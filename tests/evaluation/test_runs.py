@@ -9,7 +9,7 @@ import pytest
 
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
-from clearmed.evaluation.report import comparison_table, write_plots
+from clearmed.evaluation.report import comparison_table, details_markdown, write_plots
 from clearmed.programs.settings import ProgramSettings
 from clearmed.signatures.records import Question
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
@@ -153,6 +153,8 @@ def test_compare_on_common_ids_resummarizes_on_the_shared_questions(tmp_path: Pa
         ("a/clear-n6", "b/clear-n6", 4, 0, 0),
     ]
     assert "| small | a/clear-n6 | 4 | 2 | 0 | 0 | 2 | 1 |" in paired_markdown(pairs)
+    details = details_markdown([r.summary for r in shared], labels=[r.label for r in shared])
+    assert "### Pathways: small on toy" in details  # runs of one program are told apart by label
 
 
 def test_compare_refuses_runs_without_shared_questions(tmp_path: Path) -> None:
