@@ -119,7 +119,7 @@ def judge_table(stats: Sequence[PathwayJudgeStats]) -> str:
         )
         rows.append(
             f"| {s.pathway} | {s.judged} | {decisions} | {pct(s.gold_supported)} | {pct(s.gold_contradicted)} | "
-            f"{pct(s.citation_validity)} | {pct(s.unjudged_options)} | {s.salvaged} | {s.several_supported} | {s.no_answer} "
-            f"| {positions} |"
+            f"{pct(s.citation_validity)} | {pct(s.unjudged_options)} | {s.salvaged} | {s.several_supported} "
+            f"| {s.no_answer} | {positions} |"
         )
     return "\n".join(rows)

@@ -2,8 +2,8 @@
 
 Runs of different sizes are not comparable question for question: a 40-question variant against a 50-question
 baseline differs by ten questions before it differs by program. `--common` re-summarizes every run (with this
-version's report code) on the question ids all runs of its benchmark answered; the paired table is always computed on the
-shared ids of each run and the first run of its benchmark.
+version's report code) on the question ids all runs of its benchmark answered; the paired table is always
+computed on the ids each run shares with the first run of its benchmark.
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | No
     run_head, run_rule = ("| run ", "|---") if labels is not None else ("", "")
     header = (
         f"{run_head}| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | s/question | LM calls/q "
-        f"| follow-ups | revisions | leaked items | routes |\n{run_rule}|---|---|---|---|---|---|---|---|---|---|---|---|"
+        f"| follow-ups | revisions | leaked items | routes |\n{run_rule}" + "|---" * 12 + "|"
     )
     rows = []
     for i, s in enumerate(summaries):
