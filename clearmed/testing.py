@@ -212,6 +212,12 @@ GUARD_ALL_TRUE = {
     "supports_exact_option": True,
     "no_unresolved_conflict": True,
 }
+AUDIT_ALL_TRUE = {
+    "rationale": "r",
+    "clearly_supports_challenger": True,
+    "aligned_with_question": True,
+    "supports_exact_option": True,
+}
 
 
 def build_toy_program(

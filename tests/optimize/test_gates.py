@@ -19,6 +19,7 @@ from clearmed.signatures.records import (
     Thresholds,
 )
 from clearmed.testing import (
+    AUDIT_ALL_TRUE,
     GUARD_ALL_TRUE,
     QUESTION,
     WEB,
@@ -127,12 +128,7 @@ AUDIT_RUN = {
     "source_quality": label_all("medium"),
     "verifier": verifier_reply("consensus", answer="B", confidence="high"),
     "followup_query": {"query": "q"},
-    "audit": {
-        "rationale": "r",
-        "clearly_supports_challenger": True,
-        "aligned_with_question": True,
-        "supports_exact_option": True,
-    },
+    "audit": AUDIT_ALL_TRUE,
 }
 
 

@@ -7,7 +7,14 @@ import pytest
 from clearmed.optimize.replay import ReplayMiss, replay_decision
 from clearmed.programs.adjudication import Mechanisms
 from clearmed.signatures.records import Decision, Thresholds
-from clearmed.testing import GUARD_ALL_TRUE, build_toy_program, label_all, pathway_replies, verifier_reply
+from clearmed.testing import (
+    AUDIT_ALL_TRUE,
+    GUARD_ALL_TRUE,
+    build_toy_program,
+    label_all,
+    pathway_replies,
+    verifier_reply,
+)
 
 
 def stored(script: dict, thresholds: Thresholds | None = None) -> Decision:
@@ -34,12 +41,7 @@ AUDIT_RUN = {
     "source_quality": label_all("medium"),
     "verifier": verifier_reply("consensus", answer="B"),
     "followup_query": {"query": "q"},
-    "audit": {
-        "rationale": "r",
-        "clearly_supports_challenger": True,
-        "aligned_with_question": True,
-        "supports_exact_option": True,
-    },
+    "audit": AUDIT_ALL_TRUE,
 }
 
 
