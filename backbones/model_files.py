@@ -15,7 +15,7 @@ unless its size and sha256 match the pinned values exactly.
 from __future__ import annotations
 
 import hashlib
-import importlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -57,7 +57,7 @@ class ModelFileError(ConfigError):
 
 
 class PackagedModel(BaseModel):
-    """A GGUF shipped as numbered PyPI part packages, each exposing ``get_part_path()``."""
+    """A GGUF shipped as numbered PyPI part packages, each holding one ``<module>/data/*.bin`` slice."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -165,16 +165,19 @@ def _verified_cached_file(spec: PackagedModel, cache_dir: Path) -> Path | None:
 
 
 def _part_paths(spec: PackagedModel) -> list[Path]:
+    """Each part's data file, found through the installed distribution's file list: the part packages are
+    third-party code, so they are read, never imported (importing would run them before the sha256 check)."""
     paths: list[Path] = []
     for module_name, dist in zip(spec.part_modules, spec.part_distributions, strict=True):
         try:
-            module = importlib.import_module(module_name)
-        except ImportError:
+            files = importlib.metadata.distribution(dist).files or []
+        except importlib.metadata.PackageNotFoundError:
             raise ModelFileError(
                 f"the packaged model {spec.name} is not installed (missing {dist}): {EMBEDDED_EXTRA_HINT}"
             ) from None
-        path = Path(module.get_part_path())
-        if not path.is_file():
+        data = [f for f in files if f.parts[:2] == (module_name, "data") and f.suffix == ".bin"]
+        path = Path(str(data[0].locate())) if len(data) == 1 else None
+        if path is None or not path.is_file():
             raise ModelFileError(f"{dist} is installed but its data file is missing; reinstall: {EMBEDDED_EXTRA_HINT}")
         paths.append(path)
     return paths

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-import types
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,21 @@ WHOLE = b"".join(CHUNKS)
 
 @pytest.fixture
 def fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PackagedModel:
-    """Three installed 'part packages' (modules with get_part_path) and a spec pinning their concatenation."""
+    """Three installed 'part distributions' laid out as pip installs them, and a spec pinning their
+    concatenation. Each package's code raises when imported: the model file must be read, not imported."""
+    site = tmp_path / "site"
     for i, chunk in enumerate(CHUNKS, start=1):
-        data = tmp_path / "site" / f"part{i:02d}.bin"
-        data.parent.mkdir(exist_ok=True)
-        data.write_bytes(chunk)
-        module = types.ModuleType(f"fake_model_part{i}")
-        module.get_part_path = lambda data=data: str(data)  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, f"fake_model_part{i}", module)
+        package = site / f"fake_model_part{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("raise RuntimeError('a model part was imported')\n")
+        (package / "data" / f"part{i:02d}.bin").write_bytes(chunk)
+        info = site / f"fake_model_part{i}-0.2.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fake-model-part{i}\nVersion: 0.2.0\n")
+        (info / "RECORD").write_text(
+            f"fake_model_part{i}/__init__.py,,\nfake_model_part{i}/data/part{i:02d}.bin,,\n{info.name}/RECORD,,\n"
+        )
+    monkeypatch.syspath_prepend(str(site))
     return PackagedModel(
         name="qwen2.5-coder-1.5b-instruct-q4_k_m",
         filename="fake.gguf",
@@ -128,13 +134,13 @@ def test_size_mismatch_is_refused(tmp_path: Path, fake_parts: PackagedModel) -> 
 def test_missing_part_package_says_install_the_extra(
     tmp_path: Path, fake_parts: PackagedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "fake_model_part2", None)
+    shutil.rmtree(tmp_path / "site" / "fake_model_part2-0.2.0.dist-info")
     with pytest.raises(ModelFileError, match=r"missing fake-model-part2\): pip install 'clearmed\[embedded\]'"):
         resolve(embedded(model_cache_dir=str(tmp_path / "cache")), fake_parts)
 
 
 def test_part_package_without_its_data_file(tmp_path: Path, fake_parts: PackagedModel) -> None:
-    (tmp_path / "site" / "part03.bin").unlink()
+    (tmp_path / "site" / "fake_model_part3" / "data" / "part03.bin").unlink()
     with pytest.raises(ModelFileError, match=r"fake-model-part3 is installed but its data file is missing"):
         resolve(embedded(model_cache_dir=str(tmp_path / "cache")), fake_parts)
 
