@@ -22,6 +22,7 @@ from clearmed.backbones.llama_runtime import (
 )
 from clearmed.backbones.model_files import ModelFileError, resolve_model_path
 from clearmed.backbones.retry_wait import install_retry_ceiling
+from clearmed.backbones.selfcheck import ensure_engine_works
 
 __all__ = ["build_lm", "lm_label", "supports_concurrency"]
 
@@ -120,5 +121,7 @@ def _embedded_lm(
         model_path = resolve_model_path(cfg)
     except ModelFileError as err:
         raise ConfigError(where.at(err.field, err.detail)) from None
+    if llama_loader is load_llama:  # the real engine: prove it decodes here before any model call
+        ensure_engine_works(str(model_path), n_threads=cfg.threads)
     engine = LlamaCppEngine.from_config(cfg, str(model_path), loader=llama_loader)
     return dspy.LM(cfg.dspy_model, engine=engine, async_engine=AsyncLlamaCppEngine(engine), **common)

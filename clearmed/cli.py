@@ -147,9 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _load_command_modules() -> list:
     from clearmed.commands import compile as compile_command
-    from clearmed.commands import evaluate, export_sft, index, tune
+    from clearmed.commands import doctor, evaluate, export_sft, index, tune
 
-    return [evaluate, index, export_sft, compile_command, tune]
+    return [evaluate, index, export_sft, compile_command, tune, doctor]
 
 
 _COMMAND_MODULES = _load_command_modules()
@@ -157,12 +157,13 @@ _COMMAND_MODULES = _load_command_modules()
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     from clearmed.backbones.errors import ConfigError
+    from clearmed.backbones.selfcheck import EngineCheckError
     from clearmed.benchmarks import BenchmarkError
     from clearmed.evaluation import RunStoreError
     from clearmed.retrieval.base import EvidenceError
     from clearmed.retrieval.corpus import CorpusError
 
-    return (UsageError, ConfigError, EvidenceError, CorpusError, BenchmarkError, RunStoreError)
+    return (UsageError, ConfigError, EngineCheckError, EvidenceError, CorpusError, BenchmarkError, RunStoreError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

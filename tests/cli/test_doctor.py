@@ -1,0 +1,189 @@
+"""`clearmed doctor`: engine build, model file, speed, and reachable backends, never printing a key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clearmed import cli
+from clearmed.backbones.engine_build import REINSTALL_COMMAND
+from clearmed.backbones.selfcheck import EngineProbe
+from clearmed.commands import doctor
+from clearmed.testing import QuietHTTPServer
+
+SECRET = "sk-doctor-0123456789abcdef"
+
+
+class FakeModelsServer:
+    """/v1/models as vLLM serves it with --api-key: 200 and a model list for the key, 401 otherwise."""
+
+    def __init__(self, key: str) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/v1/models" and self.headers.get("Authorization") == f"Bearer {key}":
+                    status, body = 200, {"object": "list", "data": [{"id": "Qwen/Qwen3.5-9B", "object": "model"}]}
+                elif self.path == "/v1/models":
+                    status, body = 401, {"error": "Unauthorized"}
+                else:  # Tavily's API root answers 404 to a bare GET: reachable, no credit spent
+                    status, body = 404, {"detail": "Not Found"}
+                payload = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def models_server() -> Iterator[FakeModelsServer]:
+    server = FakeModelsServer(SECRET)
+    yield server
+    server.close()
+
+
+def write_config(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "doctor.toml"
+    path.write_text(body, encoding="utf-8")
+    return str(path)
+
+
+def embedded_config(tmp_path: Path, model_path: Path) -> str:
+    return write_config(
+        tmp_path, f'[backbones.main]\nkind = "embedded"\nmodel = "tiny"\nmodel_path = "{model_path}"\nn_threads = 2\n'
+    )
+
+
+@pytest.fixture
+def engine_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "llama_cpp_available", lambda: True)
+
+
+@pytest.mark.usefixtures("engine_installed")
+def test_model_absent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = embedded_config(tmp_path, tmp_path / "missing.gguf")
+    assert cli.main(["doctor", "-c", config]) == 1
+    out = capsys.readouterr().out
+    assert "main: model file unavailable: no such file" in out
+    assert "some checks failed" in out
+
+
+def test_engine_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(doctor, "llama_cpp_available", lambda: False)
+    assert cli.main(["doctor", "-c", embedded_config(tmp_path, tmp_path / "m.gguf")]) == 1
+    assert REINSTALL_COMMAND in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("engine_installed")
+def test_model_present_reports_hash_system_info_and_speed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF" * 1000)
+    seen: dict[str, Any] = {}
+
+    def probe(path: str, **kwargs: Any) -> EngineProbe:
+        seen.update(kwargs, path=path)
+        return EngineProbe(
+            outcome="ok", system_info="CPU : AVX2 = 1 | OPENMP = 1 |", n_threads=2, load_seconds=1.2,
+            prompt_tokens=256, prompt_seconds=2.0, generated_tokens=32, generation_seconds=1.0,
+        )  # fmt: skip
+
+    monkeypatch.setattr(doctor, "probe_engine", probe)
+    assert cli.main(["doctor", "-c", embedded_config(tmp_path, model)]) == 0
+    out = capsys.readouterr().out
+    assert hashlib.sha256(model.read_bytes()).hexdigest() in out
+    assert "(0.00 GB" in out
+    assert "2 threads, CPU : AVX2 = 1 | OPENMP = 1 |" in out
+    assert "prompt 128.0 tok/s (256 tokens), generation 32.0 tok/s (32 tokens)" in out
+    assert seen["prompt_tokens"] == doctor.BENCH_PROMPT_TOKENS
+    assert seen["n_threads"] == 2
+    assert "all checks passed" in out
+
+
+@pytest.mark.usefixtures("engine_installed")
+def test_engine_crash_fails_with_the_reinstall_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setattr(
+        doctor,
+        "probe_engine",
+        lambda *a, **k: EngineProbe(outcome="crashed", signal_name="SIGILL", detail="killed by SIGILL"),
+    )
+    assert cli.main(["doctor", "-c", embedded_config(tmp_path, model), "--no-bench"]) == 1
+    out = capsys.readouterr().out
+    assert "engine check FAILED" in out
+    assert "SIGILL" in out
+    assert REINSTALL_COMMAND in out
+
+
+def test_endpoint_and_tavily_checks_never_print_keys(
+    tmp_path: Path, models_server: FakeModelsServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VLLM_KEY", SECRET)
+    monkeypatch.setenv("TAVILY_API_KEY", SECRET)
+    config = write_config(
+        tmp_path,
+        f"""
+[backbones.main]
+kind = "openai_compatible"
+model = "Qwen/Qwen3.5-9B"
+api_base = "{models_server.base}/v1"
+api_key_env = "VLLM_KEY"
+
+[search]
+backend = "tavily"
+[search.tavily]
+api_base_url = "{models_server.base}"
+""",
+    )
+    assert cli.main(["doctor", "-c", config]) == 0
+    out = capsys.readouterr().out
+    assert f"at {models_server.base}/v1: reachable, key VLLM_KEY set" in out
+    assert "key TAVILY_API_KEY set" in out
+    assert SECRET not in out
+    # A wrong key: the server answers 401, still no key in the output.
+    monkeypatch.setenv("VLLM_KEY", "sk-wrong-key-000000000000")
+    monkeypatch.delenv("TAVILY_API_KEY")
+    assert cli.main(["doctor", "-c", config]) == 1
+    out = capsys.readouterr().out
+    assert "answered HTTP 401" in out
+    assert "TAVILY_API_KEY NOT SET" in out
+    assert "sk-wrong-key" not in out
+
+
+def test_unreachable_endpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(
+        tmp_path, '[backbones.main]\nkind = "openai_compatible"\nmodel = "m"\napi_base = "http://127.0.0.1:9/v1"\n'
+    )
+    assert cli.main(["doctor", "-c", config]) == 1
+    assert "unreachable" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_doctor_with_the_real_embedded_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "engine check passed" in out
+    assert "tok/s" in out
