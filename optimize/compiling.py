@@ -276,7 +276,7 @@ def _teacher(student: dspy.Module, lms: CompileLMs) -> dspy.Module | None:
     if lms.teacher is None or not hasattr(student, "role_lms"):
         return None
     teacher = student.deepcopy()
-    teacher.role_lms = {**student.role_lms, "main": lms.teacher}  # type: ignore[attr-defined]
+    teacher.role_lms = {**student.role_lms, "main": lms.teacher}
     return teacher
 
 
@@ -346,7 +346,7 @@ def run_optimizer(
             metric=feedback_metric,
             auto=settings.auto,
             max_metric_calls=settings.max_metric_calls if settings.auto is None else None,
-            reflection_lm=lms.proposer,  # type: ignore[arg-type]
+            reflection_lm=lms.proposer,
             reflection_minibatch_size=min(3, len(trainset)),
             num_threads=settings.threads,
             seed=settings.seed,

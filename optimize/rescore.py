@@ -52,7 +52,7 @@ class Cost(NamedTuple):
     calls: float = 0.0
     seconds: float = 0.0
 
-    def __add__(self, other: object) -> Cost:  # type: ignore[override]
+    def __add__(self, other: object) -> Cost:
         assert isinstance(other, Cost)
         return Cost(self.calls + other.calls, self.seconds + other.seconds)
 

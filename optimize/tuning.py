@@ -218,7 +218,7 @@ def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
     try:
         parsed = make_url(url)
     except Exception:  # not a database URL: let Optuna say what it accepts
-        return optuna.storages.get_storage(url)  # type: ignore[no-any-return]
+        return optuna.storages.get_storage(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
         return optuna.storages.RDBStorage(url, engine_kwargs={"creator": _sqlite_connector(parsed.database)})
     return optuna.storages.RDBStorage(url)

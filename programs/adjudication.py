@@ -152,20 +152,21 @@ def adjudicate(
         )
 
     # 2.3.1 verifier, with bounded 2.3.3 follow-up rounds while it asks for more evidence.
-    rounds = 0
-    trigger = "initial bundle"
-    while True:
+    def verify(trigger: str) -> tuple[VerifierOutput, RuleId]:
         output, rule = actions.verify(bundle, agreement)
         outputs.append(output)
         steps.append(_verifier_step(output, rule, trigger))
-        if output.route != "needs_more_search":
-            break
+        return output, rule
+
+    rounds = 0
+    output, rule = verify("initial bundle")
+    while output.route == "needs_more_search":
         if mechanisms.followup and may_follow_up(rounds, thresholds):
             round_ = actions.follow_up(bundle, "needs_more_search")
             bundle = _with_round(bundle, round_)
             rounds += 1
             steps.append(_followup_step(round_, f"needs_more_search (round {rounds})"))
-            trigger = f"bundle after follow-up round {rounds}"
+            output, rule = verify(f"bundle after follow-up round {rounds}")
             continue
         output, heuristic_rule = heuristic_verify(bundle, agreement, quality_of(bundle), allow_more_search=False)
         outputs.append(output)
@@ -237,7 +238,9 @@ class _Contest:
         **recorded: object,
     ) -> Adjudicated:
         """Record the step (with the guard/audit assessment or error in `recorded`) and conclude."""
-        answer, route = (self.challenger, "accept_dynamic") if revised else (self.default, self.default_route)
+        answer, route = self.default, self.default_route
+        if revised:
+            answer, route = self.challenger, "accept_dynamic"
         steps.append(
             AdjudicationStep(
                 mechanism=self.mechanism,

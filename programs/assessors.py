@@ -71,8 +71,8 @@ class FollowUpSearch(dspy.Module):
         search: WebSearch | None = self.search.value
         round_number = len(bundle.followups) + 1
         if search is None:
-            error = StepError(stage="followup_search", kind="search_error", message="no web search configured")
-            return dspy.Prediction(round=FollowUpRound(trigger=trigger, error=error))  # type: ignore[arg-type]
+            absent = StepError(stage="followup_search", kind="search_error", message="no web search configured")
+            return dspy.Prediction(round=FollowUpRound(trigger=trigger, error=absent))  # type: ignore[arg-type]
         conflict, options = conflict_description(bundle)
         result = run_stage(
             "followup_query",
@@ -88,16 +88,16 @@ class FollowUpSearch(dspy.Module):
         # A page already in the bundle is not new evidence: counting it twice would inflate quality counts.
         seen = {p.provenance.url or p.provenance.doc_id for p in bundle.all_dynamic_passages()}
         passages = [p for p in found if (p.provenance.url or p.provenance.doc_id) not in seen]
-        error = error or result.error
+        failure = error or result.error
         if not passages:
-            return dspy.Prediction(round=FollowUpRound(trigger=trigger, query=query, error=error))  # type: ignore[arg-type]
+            return dspy.Prediction(round=FollowUpRound(trigger=trigger, query=query, error=failure))  # type: ignore[arg-type]
         assessed = self.assessor(question_text=bundle.question.text, passages=passages, stage="followup_quality")
         round_ = FollowUpRound(
             trigger=trigger,  # type: ignore[arg-type]
             query=query,
             passages=label_passages(passages, assessed.quality),
             source_quality=assessed.quality,
-            error=error or assessed.error,
+            error=failure or assessed.error,
         )
         return dspy.Prediction(round=round_)
 

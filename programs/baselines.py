@@ -21,6 +21,7 @@ from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.signatures.records import (
     AdjudicationStep,
     Decision,
+    DecisionStatus,
     EvidenceBundle,
     PathwayName,
     Question,
@@ -90,7 +91,7 @@ class SinglePathway(dspy.Module):
                 generated = self.responder(bundle=bundle, conclusion=candidate.answer, rationale=candidate.rationale)
                 response = generated.response or candidate.answer.display()
             valid = gate_accepts(candidate.answer, question)
-            status = (
+            status: DecisionStatus = (
                 "answered" if valid else ("failed" if candidate.error and candidate.raw_answer is None else "unparsed")
             )
             decision = Decision(

@@ -252,7 +252,7 @@ def normalise_group(text: str) -> tuple[SemanticGroup | None, bool]:
     """(group, whether it had to be mapped from another spelling)."""
     upper = text.strip().upper()
     if upper in _GROUPS:
-        return upper, False  # type: ignore[return-value]
+        return upper, False
     for word in re.findall(r"[a-z]+", text.casefold()):
         if word in _GROUP_WORDS:
             return _GROUP_WORDS[word], True
@@ -292,24 +292,24 @@ def clean_graph(
         kept.append(GraphEntity(id=draft.id.strip(), name=draft.name.strip(), type=group, evidence=grounded))
     names = {e.id for e in kept}
     links: list[GraphRelation] = []
-    for draft in relations:
-        relation = normalise_relation(draft.relation)
+    for link in relations:
+        relation = normalise_relation(link.relation)
         if relation is None:
             cleanup.relations_dropped_type += 1
             continue
-        if draft.source.strip() not in names or draft.target.strip() not in names:
+        if link.source.strip() not in names or link.target.strip() not in names:
             cleanup.relations_dropped_orphan += 1
             continue
-        grounded = grounded_in_evidence(draft.evidence)
+        grounded = grounded_in_evidence(link.evidence)
         if not grounded:
             cleanup.relations_dropped_ungrounded += 1
             continue
         links.append(
             GraphRelation(
-                id=draft.id.strip(),
-                source=draft.source.strip(),
+                id=link.id.strip(),
+                source=link.source.strip(),
                 relation=relation,
-                target=draft.target.strip(),
+                target=link.target.strip(),
                 evidence=grounded,
             )
         )

@@ -6,7 +6,7 @@ import time
 
 from clearmed.programs.stage import record_tool_call
 from clearmed.retrieval.base import EvidenceError, WebSearch
-from clearmed.signatures.records import Passage, PathwayName, Question, StepError
+from clearmed.signatures.records import ErrorKind, Passage, PathwayName, Question, StepError
 
 
 def build_query(question: Question, include_options: bool) -> str:
@@ -30,7 +30,7 @@ def reid(passages: list[Passage], prefix: str) -> list[Passage]:
 
 
 def evidence_failure(pathway: PathwayName, stage: str, exc: Exception) -> StepError:
-    kind = "retrieval_error" if pathway == "local" else "search_error"
+    kind: ErrorKind = "retrieval_error" if pathway == "local" else "search_error"
     if isinstance(exc, EvidenceError):
         return StepError(stage=stage, kind=kind, message=f"{exc.kind}: {exc}")
     return StepError(stage=stage, kind=kind, message=f"{type(exc).__name__}: {exc}")

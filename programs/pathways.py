@@ -200,8 +200,8 @@ class DynamicPathway(dspy.Module):
         settings = current().settings
         empty = SourceQuality()
         if search is None:
-            error = StepError(stage="dynamic_search", kind="search_error", message="no web search configured")
-            return dspy.Prediction(candidate=Candidate(pathway="dynamic", error=error), passages=[], quality=empty)
+            absent = StepError(stage="dynamic_search", kind="search_error", message="no web search configured")
+            return dspy.Prediction(candidate=Candidate(pathway="dynamic", error=absent), passages=[], quality=empty)
         query = build_query(question, settings.query_includes_options)
         plan = None
         if settings.dynamic_search_mode == "qpis":
@@ -217,8 +217,10 @@ class DynamicPathway(dspy.Module):
             "search_plan": plan,
         }
         if error is not None or not passages:
-            error = error or StepError(stage="dynamic_search", kind="search_error", message="the search found nothing")
-            candidate = Candidate(pathway="dynamic", error=error, **extra)  # type: ignore[arg-type]
+            failure = error or StepError(
+                stage="dynamic_search", kind="search_error", message="the search found nothing"
+            )
+            candidate = Candidate(pathway="dynamic", error=failure, **extra)  # type: ignore[arg-type]
             return dspy.Prediction(candidate=candidate, passages=passages, quality=empty, quality_error=None)
         # a_dynamic = M(q, E) and S = AssessQuality(q, E) are independent (eq. 4). Answering first puts the two
         # evidence-answer calls back to back, so an in-process model reuses their shared prompt prefix.

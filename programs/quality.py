@@ -22,7 +22,14 @@ from clearmed.programs.run_context import current
 from clearmed.programs.stage import run_stage
 from clearmed.retrieval.screening import cap_label, screen
 from clearmed.signatures.clear import AssessSourceQuality
-from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel, SourceQuality, StepError
+from clearmed.signatures.records import (
+    Passage,
+    QualityAssessment,
+    QualityLabel,
+    QualityOrigin,
+    SourceQuality,
+    StepError,
+)
 
 
 class QualityPriors(Protocol):
@@ -98,6 +105,7 @@ class SourceQualityAssessor(dspy.Module):
                 missing.append(passage.id)
                 given = self._fallback(passage)
             assessments.append(capped(passage, given, self.priors))
+        origin: QualityOrigin
         if not missing:
             origin = "llm"
         elif self.priors is not None:

@@ -16,7 +16,7 @@ from dspy.utils.usage_tracker import UsageTracker
 from clearmed.programs.adapter import TolerantChatAdapter
 from clearmed.programs.run_context import current
 from clearmed.programs.settings import Stage
-from clearmed.signatures.records import CallUsage, StepError
+from clearmed.signatures.records import CallUsage, ErrorKind, StepError
 
 _MAX_MESSAGE = 300
 
@@ -61,7 +61,7 @@ def error_from_exception(stage: str, exc: BaseException) -> StepError:
         raw = exc.lm_response if isinstance(exc.lm_response, str) else None
         return StepError(stage=stage, kind="parse_error", message=_short(str(exc)), raw_output=raw)
     if isinstance(exc, dspy.LMError):
-        kind = "timeout" if _is_timeout(exc) else "lm_error"
+        kind: ErrorKind = "timeout" if _is_timeout(exc) else "lm_error"
         return StepError(stage=stage, kind=kind, message=_short(f"{type(exc).__name__}: {exc}"))
     return StepError(stage=stage, kind="internal_error", message=_short(f"{type(exc).__name__}: {exc}"))
 

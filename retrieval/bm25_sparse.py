@@ -296,7 +296,7 @@ class BM25sRetriever:
         else:
             docs = np.concatenate([indices[part] for part, _ in postings])
             weights = np.concatenate([data[part] * times if times > 1 else data[part] for part, times in postings])
-            scores = np.bincount(docs, weights=weights, minlength=num_docs)
+            scores = np.bincount(docs, weights=weights, minlength=num_docs).astype(np.float64, copy=False)
         nonoccurrence = getattr(self._index, "nonoccurrence_array", None)
         if nonoccurrence is not None:  # bm25l / bm25+ give absent terms a score too
             scores += (nonoccurrence[ids] * repeats).sum()

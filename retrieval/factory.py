@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from clearmed.retrieval.base import EvidenceError, Retriever, WebSearch
 from clearmed.retrieval.bm25_rank import RankBM25Retriever
@@ -27,7 +28,7 @@ from clearmed.signatures.records import Passage
 
 def iter_corpus(cfg: CorpusConfig, stats: IngestStats | None = None) -> Iterator[Passage]:
     """Stream the configured corpus as local passages."""
-    common = {"chunking": cfg.chunking, "on_error": cfg.on_error, "stats": stats, "limit": cfg.limit}
+    common: dict[str, Any] = {"chunking": cfg.chunking, "on_error": cfg.on_error, "stats": stats, "limit": cfg.limit}
     name = cfg.corpus_name()
     if cfg.preset is not None:
         return read_preset(cfg.preset, data_root=cfg.data_root, pathway="local", **common)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import date
 from urllib.parse import urlparse
 
 from clearmed.retrieval.base import EvidenceError
@@ -49,7 +50,12 @@ def web_passage(page_id: str, url: str, title: str, text: str, published: str | 
         title=title,
         text=text,
         pathway="dynamic",
-        provenance=Provenance(kind="web", url=url, domain=urlparse(url).hostname, published=published),
+        provenance=Provenance(
+            kind="web",
+            url=url,
+            domain=urlparse(url).hostname,
+            published=date.fromisoformat(published) if published else None,
+        ),
     )
 
 

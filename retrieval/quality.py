@@ -224,34 +224,34 @@ DEFAULT_LABEL_CEILINGS: dict[Tier, QualityLabel] = {
 }
 
 
+DEFAULT_TIER_WEIGHTS: dict[Tier, float] = {
+    "government": 0.85,
+    "literature": 0.8,
+    "academic": 0.75,
+    "media": 0.45,
+    "low": 0.1,
+    "unknown": 0.3,
+}
+DEFAULT_CONTENT_BONUS: dict[ContentType, float] = {
+    "guideline": 0.1,
+    "systematic_review": 0.1,
+    "rct": 0.05,
+    "case_report": -0.05,
+    "patient_education": 0.0,
+    "reference": 0.0,
+    "news": -0.1,
+    "forum": -0.3,
+    "other": 0.0,
+}
+
+
 class QualityPriors(BaseModel):
     """Every number the prior uses, so it can be tuned (and is recorded) like the adjudication thresholds."""
 
     model_config = ConfigDict(extra="forbid")
 
-    tier_weights: dict[Tier, float] = Field(
-        default_factory=lambda: {
-            "government": 0.85,
-            "literature": 0.8,
-            "academic": 0.75,
-            "media": 0.45,
-            "low": 0.1,
-            "unknown": 0.3,
-        }
-    )
-    content_bonus: dict[ContentType, float] = Field(
-        default_factory=lambda: {
-            "guideline": 0.1,
-            "systematic_review": 0.1,
-            "rct": 0.05,
-            "case_report": -0.05,
-            "patient_education": 0.0,
-            "reference": 0.0,
-            "news": -0.1,
-            "forum": -0.3,
-            "other": 0.0,
-        }
-    )
+    tier_weights: dict[Tier, float] = Field(default_factory=lambda: dict(DEFAULT_TIER_WEIGHTS))
+    content_bonus: dict[ContentType, float] = Field(default_factory=lambda: dict(DEFAULT_CONTENT_BONUS))
     # Up to `recency_weight` for brand-new pages, halving every `half_life_years`; an undated page gets half.
     recency_weight: float = Field(default=0.1, ge=0)
     half_life_years: float = Field(default=5.0, gt=0)

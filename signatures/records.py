@@ -20,6 +20,8 @@ AnswerMode = Literal["single", "multi", "free_text"]
 PathwayName = Literal["parametric", "local", "dynamic"]
 PATHWAYS: tuple[PathwayName, ...] = ("parametric", "local", "dynamic")
 QualityLabel = Literal["high", "medium", "low"]
+# Who labelled the dynamic evidence: the LLM, the domain/content priors standing in, or nobody (all low).
+QualityOrigin = Literal["llm", "prior", "none"]
 Route = Literal["consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search"]
 ROUTES: tuple[Route, ...] = (
     "consensus",
@@ -228,7 +230,7 @@ class SourceQuality(Record):
     """
 
     assessments: list[QualityAssessment] = Field(default_factory=list)
-    origin: Literal["llm", "prior", "none"] = "llm"
+    origin: QualityOrigin = "llm"
 
     def _count(self, label: QualityLabel) -> int:
         return sum(1 for item in self.assessments if item.label == label)
@@ -261,7 +263,7 @@ class SourceQuality(Record):
             for item in part.assessments:
                 seen.setdefault(item.passage_id, item)
         origins = {part.origin for part in parts if part.assessments}
-        origin: Literal["llm", "prior", "none"] = "llm"
+        origin: QualityOrigin = "llm"
         if "none" in origins:
             origin = "none"
         elif "prior" in origins:
