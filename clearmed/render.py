@@ -9,16 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from clearmed.signatures.records import Candidate, Decision, Passage
+from clearmed.signatures.records import ROUTE_TABLE, Candidate, Decision, Passage
 from clearmed.signatures.sanitize import clean_text
-
-_ROUTE_STYLE = {
-    "consensus": "green",
-    "keep_parametric": "cyan",
-    "keep_local": "cyan",
-    "accept_dynamic": "magenta",
-    "needs_more_search": "yellow",
-}
 
 
 def _plain(*values: str) -> list[Text]:
@@ -45,7 +37,7 @@ def _headline(decision: Decision) -> Panel:
         _answer_text(decision),
         "\n",
         ("Route: ", "bold"),
-        (route, _ROUTE_STYLE.get(route, "white")),
+        (route, ROUTE_TABLE[route].style if route in ROUTE_TABLE else "white"),
         f"   confidence {decision.confidence}   rule {decision.deciding_rule or '-'}",
     )
     if decision.response:

@@ -14,7 +14,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from clearmed.programs.adjudication import ALL_MECHANISMS, Adjudicated, AdjudicationActions, Mechanisms, adjudicate
-from clearmed.programs.rules import RuleId
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
     Agreement,
@@ -24,6 +23,7 @@ from clearmed.signatures.records import (
     EvidenceBundle,
     FollowUpRound,
     GuardAssessment,
+    RuleId,
     StepError,
     Thresholds,
     VerifierOutput,

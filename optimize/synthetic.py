@@ -18,7 +18,7 @@ from clearmed.evaluation import EvalRecord, EvalSpec, run_evaluation
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch, web_passage
-from clearmed.signatures.records import Question, Thresholds
+from clearmed.signatures.records import PATHWAYS, ROUTE_TABLE, Question, Thresholds
 from clearmed.testing import GUARD_ALL_TRUE, LOCAL, QUESTION, ScriptedCall, ScriptedEngine, scripted_lm
 
 SYNTHETIC_CONFIG: ClearmedConfig = parse_config(
@@ -81,7 +81,8 @@ class _Plan:
 
     def verifier(self, call: ScriptedCall) -> dict[str, object]:
         route = self.second_route if "[F1." in call.user else self.route
-        answer = {"keep_parametric": 0, "keep_local": 1, "accept_dynamic": 2}.get(route, 0)
+        source = ROUTE_TABLE[route].answer_from
+        answer = PATHWAYS.index(source) if source in PATHWAYS else 0
         return {
             "answer": self.answers[answer],
             "route": route,

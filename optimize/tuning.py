@@ -16,7 +16,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import optuna
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,10 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clearmed.errors import UsageError
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test
-from clearmed.signatures.records import Confidence, Thresholds
-
-Tier = Literal["government", "literature", "academic", "media", "low", "unknown"]
-TIERS: tuple[Tier, ...] = ("government", "literature", "academic", "media", "low", "unknown")
+from clearmed.signatures.records import DOMAIN_TIER_NAMES, Confidence, Thresholds
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,9 @@ def _tier_weights(trial: optuna.Trial) -> dict[str, object]:
     # Tier weights only matter under the gate; asked for only in trials that switched it on.
     if not trial.params.get("quality_gate"):
         return {}
-    return {"prior_tier_weights": {tier: trial.suggest_float(f"tier_weight.{tier}", 0.0, 1.0) for tier in TIERS}}
+    return {
+        "prior_tier_weights": {tier: trial.suggest_float(f"tier_weight.{tier}", 0.0, 1.0) for tier in DOMAIN_TIER_NAMES}
+    }
 
 
 CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")

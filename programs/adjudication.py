@@ -13,7 +13,6 @@ from typing import Literal, Protocol
 
 from clearmed.programs.quality_gate import effective_quality
 from clearmed.programs.rules import (
-    RuleId,
     answer_for_route,
     answered,
     audit_accepts,
@@ -32,6 +31,7 @@ from clearmed.programs.rules import (
 )
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
+    NEEDS_MORE_SEARCH,
     AdjudicationStep,
     Agreement,
     Answer,
@@ -41,10 +41,13 @@ from clearmed.signatures.records import (
     FollowUpRound,
     GuardAssessment,
     Route,
+    RuleId,
     SourceQuality,
     StepError,
     Thresholds,
     VerifierOutput,
+    route_for,
+    route_spec,
 )
 
 
@@ -143,12 +146,12 @@ def adjudicate(
                 mechanism="agreement",
                 rule="unanimity_fast_path",
                 answer=answer,
-                route="consensus",
+                route=route_for("agreement"),
                 outcome="all three pathways agree; verifier skipped",
             )
         )
         return Adjudicated(
-            answer, "consensus", "all three pathways agree", "high", "unanimity_fast_path", bundle, steps
+            answer, route_for("agreement"), "all three pathways agree", "high", "unanimity_fast_path", bundle, steps
         )
 
     # 2.3.1 verifier, with bounded 2.3.3 follow-up rounds while it asks for more evidence.
@@ -160,7 +163,7 @@ def adjudicate(
 
     rounds = 0
     output, rule = verify("initial bundle")
-    while output.route == "needs_more_search":
+    while output.route == NEEDS_MORE_SEARCH:
         if mechanisms.followup and may_follow_up(rounds, thresholds):
             round_ = actions.follow_up(bundle, "needs_more_search")
             bundle = _with_round(bundle, round_)
@@ -240,7 +243,7 @@ class _Contest:
         """Record the step (with the guard/audit assessment or error in `recorded`) and conclude."""
         answer, route = self.default, self.default_route
         if revised:
-            answer, route = self.challenger, "accept_dynamic"
+            answer, route = self.challenger, route_for("dynamic")
         steps.append(
             AdjudicationStep(
                 mechanism=self.mechanism,
@@ -350,7 +353,8 @@ def _run_audit(
     # audit_applies requires both answers
     assert default is not None
     assert challenger is not None
-    kept_route: Route = route if route in ("consensus", "keep_parametric", "keep_local") else "consensus"
+    # The audit keeps the verifier's route when it committed to an answer (needs_more_search did not).
+    kept_route = route if route_spec(route).answer_from != "none" else route_for("agreement")
     trigger = "dynamic answer challenges the parametric-local consensus"
 
     contest = _Contest("audit", trigger, default, kept_route, challenger)

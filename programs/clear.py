@@ -14,7 +14,6 @@ from clearmed.programs.assessors import ChallengeAudit, FollowUpSearch, Override
 from clearmed.programs.input_budget import over_budget, refused_decision
 from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
-from clearmed.programs.rules import RuleId
 from clearmed.programs.run_context import Ledger, RunContext, activate, current
 from clearmed.programs.settings import ProgramSettings
 from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
@@ -31,6 +30,7 @@ from clearmed.signatures.records import (
     FollowUpRound,
     GuardAssessment,
     Question,
+    RuleId,
     StepError,
     Thresholds,
     VerifierOutput,

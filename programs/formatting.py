@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clearmed.retrieval.screening import LABEL_RANK, screen
-from clearmed.signatures.records import Candidate, Passage, QualityLabel, Question, SourceQuality
+from clearmed.retrieval.screening import screen
+from clearmed.signatures.records import QUALITY_RANK, Candidate, Passage, QualityLabel, Question, SourceQuality
 
 _OPEN = "<<<"
 _CLOSE = ">>>"
@@ -66,7 +66,7 @@ def format_passages(
             blocks.append(_withheld_block(passage))
             continue
         source = _neutralise(_source(passage))
-        if min_quality is not None and LABEL_RANK[passage.quality or "low"] < LABEL_RANK[min_quality]:
+        if min_quality is not None and QUALITY_RANK[passage.quality or "low"] < QUALITY_RANK[min_quality]:
             note = f"(text not shown: {passage.quality or 'unlabelled'}-quality sources cannot settle this)"
             blocks.append(f"[{passage.id}] ({source})\n{_OPEN}\n{note}\n{_CLOSE}")
             continue

@@ -8,11 +8,12 @@ assessments. That makes every rule table-testable and lets threshold tuning repl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
 
 from clearmed.programs.judge_rules import option_support
 from clearmed.signatures.records import (
+    CONFIDENCE_RANK,
     PATHWAYS,
+    QUALITY_RANK,
     Agreement,
     Answer,
     AuditAssessment,
@@ -24,37 +25,13 @@ from clearmed.signatures.records import (
     QualityAssessment,
     QualityLabel,
     Route,
+    RuleId,
     SourceQuality,
     Thresholds,
     VerifierOutput,
+    route_for,
+    route_spec,
 )
-
-RuleId = Literal[
-    "unanimity_fast_path",
-    "verifier",
-    "heuristic_parametric_local",
-    "heuristic_local_dynamic",
-    "heuristic_parametric_dynamic_high_quality",
-    "heuristic_keep_local",
-    "heuristic_keep_parametric",
-    "heuristic_accept_dynamic",
-    "heuristic_nothing_answered",
-    "followup_bound_reached",
-    "route_not_backed",
-    "guard_rejected_low_confidence",
-    "guard_rejected_few_high_quality",
-    "guard_rejected_conditions",
-    "guard_assessment_failed",
-    "guard_rejected_option_not_supported",
-    "guard_granted",
-    "audit_skipped_confident_consensus",
-    "audit_rejected_evidence_counts",
-    "audit_rejected_not_clearly_supported",
-    "audit_assessment_failed",
-    "audit_rejected_option_not_supported",
-    "audit_accepted",
-    "no_pathway_answered",
-]
 
 _PAIRS: dict[frozenset[PathwayName], str] = {
     frozenset({"parametric", "local"}): "parametric_local",
@@ -79,10 +56,6 @@ def is_unanimous(agreement: Agreement) -> bool:
     return bool(agreement.parametric_local and agreement.parametric_dynamic and agreement.local_dynamic)
 
 
-def has_parametric_local_consensus(agreement: Agreement) -> bool:
-    return agreement.parametric_local is True
-
-
 def dynamic_is_isolated(bundle: EvidenceBundle, agreement: Agreement) -> bool:
     """The dynamic answer conflicts with every other answer there is (A.2: "conflicts with a competing
     conclusion"): dynamic answered, at least one other pathway answered, and none of them agrees with it."""
@@ -104,20 +77,16 @@ def answer_for_route(route: Route, bundle: EvidenceBundle, agreement: Agreement)
     (for example keep_local when the local pathway gave no answer), which callers treat as a failed
     verification; needs_more_search has no answer yet.
     """
-    pathway_of_route: dict[Route, PathwayName] = {
-        "keep_parametric": "parametric",
-        "keep_local": "local",
-        "accept_dynamic": "dynamic",
-    }
-    if route in pathway_of_route:
-        return bundle.candidate(pathway_of_route[route]).answer
-    if route == "consensus":
+    source = route_spec(route).answer_from
+    if source == "agreement":
         for pair, field in _PAIRS.items():
             if getattr(agreement, field):
                 first = next(name for name in PATHWAYS if name in pair)
                 return bundle.candidate(first).answer
         return None
-    return None  # needs_more_search: no commitment yet
+    if source == "none":
+        return None  # needs_more_search: no commitment yet
+    return bundle.candidate(source).answer
 
 
 def heuristic_verify(
@@ -174,7 +143,7 @@ def heuristic_verify(
 def guard_applies(route: Route, bundle: EvidenceBundle, agreement: Agreement) -> bool:
     """A.2: "The override guard is invoked when z0 = accept_dynamic and the dynamic candidate conflicts with
     a competing conclusion." """
-    return route == "accept_dynamic" and dynamic_is_isolated(bundle, agreement)
+    return route_spec(route).guard and dynamic_is_isolated(bundle, agreement)
 
 
 def guard_default(bundle: EvidenceBundle, agreement: Agreement) -> tuple[Answer, Route]:
@@ -186,11 +155,11 @@ def guard_default(bundle: EvidenceBundle, agreement: Agreement) -> tuple[Answer,
     parametric: Candidate = bundle.candidate("parametric")
     local: Candidate = bundle.candidate("local")
     if agreement.parametric_local and parametric.answer is not None:
-        return parametric.answer, "keep_local"
+        return parametric.answer, route_for("local")
     if parametric.answer is not None:
-        return parametric.answer, "keep_parametric"
+        return parametric.answer, route_for("parametric")
     if local.answer is not None:
-        return local.answer, "keep_local"
+        return local.answer, route_for("local")
     raise ValueError("guard_default needs a parametric or local answer; guard_applies guarantees one")
 
 
@@ -222,7 +191,7 @@ def judge_backs_challenger(bundle: EvidenceBundle, challenger: Answer) -> bool |
 def audit_applies(route: Route, agreement: Agreement) -> bool:
     """A.2: invoked "when the verifier does not initially accept the dynamic candidate, but the dynamic
     pathway challenges an existing parametric-local consensus, a_param = a_local != a_dynamic"."""
-    return route != "accept_dynamic" and agreement.parametric_local is True and agreement.parametric_dynamic is False
+    return route_spec(route).audit and agreement.parametric_local is True and agreement.parametric_dynamic is False
 
 
 def audit_has_evidence(quality: SourceQuality, thresholds: Thresholds) -> bool:
@@ -258,12 +227,9 @@ def competing_answers(bundle: EvidenceBundle) -> list[tuple[PathwayName, Answer]
 # Extensions for threshold tuning, not in the paper: each is off under default Thresholds, and each decides
 # from recorded fields only, so a stored Decision replays under any setting with no new LM call.
 
-_CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
-_LABEL_RANK: dict[QualityLabel, int] = {"low": 0, "medium": 1, "high": 2}
-
 
 def confidence_at_least(confidence: Confidence, gate: Confidence) -> bool:
-    return _CONFIDENCE_RANK[confidence] >= _CONFIDENCE_RANK[gate]
+    return CONFIDENCE_RANK[confidence] >= CONFIDENCE_RANK[gate]
 
 
 def guard_confident_enough(confidence: Confidence, thresholds: Thresholds) -> bool:
@@ -302,7 +268,7 @@ def gate_quality(quality: SourceQuality, priors: Mapping[str, float], thresholds
             capped.append(item)
             continue
         allowed = label_allowed_by_prior(prior, thresholds)
-        if _LABEL_RANK[allowed] >= _LABEL_RANK[item.label]:
+        if QUALITY_RANK[allowed] >= QUALITY_RANK[item.label]:
             capped.append(item)
             continue
         reason = f"{item.reason}; counted as {allowed}: prior {prior:.2f}".lstrip("; ")

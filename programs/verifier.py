@@ -16,6 +16,7 @@ from clearmed.programs.run_context import current
 from clearmed.programs.stage import run_stage
 from clearmed.signatures.clear import JudgeAgreement, VerifyAggregate
 from clearmed.signatures.records import (
+    NEEDS_MORE_SEARCH,
     Agreement,
     EvidenceBundle,
     Passage,
@@ -150,7 +151,7 @@ class AggregationVerifier(dspy.Module):
             confidence=pred.confidence,
             raw_answer=pred.answer,
         )
-        if output.route != "needs_more_search" and answer_for_route(output.route, bundle, agreement) is None:
+        if output.route != NEEDS_MORE_SEARCH and answer_for_route(output.route, bundle, agreement) is None:
             error = StepError(
                 stage="verifier",
                 kind="invalid_answer",

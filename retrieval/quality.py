@@ -18,9 +18,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel, SourceQuality
+from clearmed.signatures.records import DomainTier, Passage, QualityAssessment, QualityLabel, SourceQuality
 
-Tier = Literal["government", "literature", "academic", "media", "low", "unknown"]
 ContentType = Literal[
     "guideline",
     "systematic_review",
@@ -33,7 +32,7 @@ ContentType = Literal[
     "other",
 ]
 
-TIER_DESCRIPTIONS: dict[Tier, str] = {
+TIER_DESCRIPTIONS: dict[DomainTier, str] = {
     "government": "government health agency or guideline body",
     "literature": "peer-reviewed literature or bibliographic database",
     "academic": "academic medical centre or clinical reference",
@@ -55,7 +54,7 @@ CONTENT_DESCRIPTIONS: dict[ContentType, str] = {
 }
 
 # Most specific first where suffixes nest (PubMed sits under nih.gov but is literature, not agency guidance).
-DOMAIN_TIERS: dict[Tier, tuple[str, ...]] = {
+DOMAIN_TIERS: dict[DomainTier, tuple[str, ...]] = {
     "literature": (
         "pubmed.ncbi.nlm.nih.gov",
         "ncbi.nlm.nih.gov",
@@ -214,7 +213,7 @@ _TEXT_CUES: tuple[tuple[ContentType, re.Pattern[str]], ...] = (
 )
 
 
-DEFAULT_LABEL_CEILINGS: dict[Tier, QualityLabel] = {
+DEFAULT_LABEL_CEILINGS: dict[DomainTier, QualityLabel] = {
     "government": "high",
     "literature": "high",
     "academic": "high",
@@ -224,7 +223,7 @@ DEFAULT_LABEL_CEILINGS: dict[Tier, QualityLabel] = {
 }
 
 
-DEFAULT_TIER_WEIGHTS: dict[Tier, float] = {
+DEFAULT_TIER_WEIGHTS: dict[DomainTier, float] = {
     "government": 0.85,
     "literature": 0.8,
     "academic": 0.75,
@@ -250,7 +249,7 @@ class QualityPriors(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tier_weights: dict[Tier, float] = Field(default_factory=lambda: dict(DEFAULT_TIER_WEIGHTS))
+    tier_weights: dict[DomainTier, float] = Field(default_factory=lambda: dict(DEFAULT_TIER_WEIGHTS))
     content_bonus: dict[ContentType, float] = Field(default_factory=lambda: dict(DEFAULT_CONTENT_BONUS))
     # Up to `recency_weight` for brand-new pages, halving every `half_life_years`; an undated page gets half.
     recency_weight: float = Field(default=0.1, ge=0)
@@ -264,11 +263,11 @@ class QualityPriors(BaseModel):
     # a recognised source's label but not raise a blog, a forum or an unrecognised site to a quality that
     # counts towards overturning a consensus (the guard's n_high, the audit's n_high and n_medium). Only the
     # domain decides, never the page's own text, which is the attacker's to write ("official guideline").
-    label_ceilings: dict[Tier, QualityLabel] = Field(default_factory=lambda: dict(DEFAULT_LABEL_CEILINGS))
+    label_ceilings: dict[DomainTier, QualityLabel] = Field(default_factory=lambda: dict(DEFAULT_LABEL_CEILINGS))
 
     @field_validator("label_ceilings")
     @classmethod
-    def _every_tier(cls, value: dict[Tier, QualityLabel]) -> dict[Tier, QualityLabel]:
+    def _every_tier(cls, value: dict[DomainTier, QualityLabel]) -> dict[DomainTier, QualityLabel]:
         # A config that relaxes one tier (`label_ceilings = { unknown = "medium" }`) keeps the others.
         return {**DEFAULT_LABEL_CEILINGS, **value}
 
@@ -298,7 +297,7 @@ def matches_suffix(host: str, suffix: str) -> bool:
     return host == suffix or host.endswith("." + suffix)
 
 
-def domain_tier(host: str | None, url: str | None = None) -> tuple[Tier, str | None]:
+def domain_tier(host: str | None, url: str | None = None) -> tuple[DomainTier, str | None]:
     """The authority tier of a host and the registered suffix that matched (None when unknown)."""
     if not host:
         return "unknown", None

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from clearmed.retrieval.quality import Tier, domain_tier, host_of
-from clearmed.signatures.records import Passage, QualityLabel
+from clearmed.retrieval.quality import domain_tier, host_of
+from clearmed.signatures.records import QUALITY_RANK, DomainTier, Passage, QualityLabel
 
 ScreenKind = Literal["instructions", "prompt_markers", "look_alike_domain"]
 
-LABEL_RANK: dict[QualityLabel, int] = {"low": 0, "medium": 1, "high": 2}
 
 # Text addressed to a model rather than to a human reader. Matched on NFKC-normalised, case-folded text.
 _INSTRUCTIONS = tuple(
@@ -109,14 +108,14 @@ _WORD_BRANDS: dict[str, frozenset[str]] = {
 }
 # Institutional labels that belong only at the end of a name ("cdc.gov", "www.gov.uk"): inside one they imitate.
 _INSTITUTIONAL = frozenset({"gov", "int", "mil", "nhs"})
-_TRUSTED_TIERS: frozenset[Tier] = frozenset({"government", "literature", "academic"})
+_TRUSTED_TIERS: frozenset[DomainTier] = frozenset({"government", "literature", "academic"})
 
 
 @dataclass(frozen=True)
 class Screening:
     """What the screen found on one page, and the best quality label the page may carry."""
 
-    tier: Tier
+    tier: DomainTier
     flags: tuple[tuple[ScreenKind, str], ...] = ()
 
     @property
@@ -138,7 +137,7 @@ class Screening:
 
 
 def cap_label(label: QualityLabel, ceiling: QualityLabel) -> QualityLabel:
-    return label if LABEL_RANK[label] <= LABEL_RANK[ceiling] else ceiling
+    return label if QUALITY_RANK[label] <= QUALITY_RANK[ceiling] else ceiling
 
 
 def _normalise(text: str) -> str:
@@ -149,7 +148,7 @@ def _normalise(text: str) -> str:
     return text.casefold()
 
 
-def look_alike(host: str | None, tier: Tier) -> str | None:
+def look_alike(host: str | None, tier: DomainTier) -> str | None:
     """The reason `host` imitates an authority it is not, or None."""
     if not host or tier in _TRUSTED_TIERS:
         return None

@@ -10,7 +10,7 @@ import pytest
 from clearmed.optimize.replay import replay_decision
 from clearmed.programs import rules
 from clearmed.programs.quality_gate import effective_quality, prior_scores
-from clearmed.retrieval.quality import QualityPriors, Tier, prior_score
+from clearmed.retrieval.quality import QualityPriors, prior_score
 from clearmed.signatures.records import (
     Decision,
     EvidenceBundle,
@@ -18,6 +18,7 @@ from clearmed.signatures.records import (
     SourceQuality,
     Thresholds,
 )
+from clearmed.signatures.records import DomainTier as Tier
 from clearmed.testing import (
     AUDIT_ALL_TRUE,
     GUARD_ALL_TRUE,

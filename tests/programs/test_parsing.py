@@ -10,7 +10,8 @@ import pytest
 from clearmed.programs.adapter import TolerantChatAdapter, normalise_bool, normalise_literal
 from clearmed.programs.answers import answers_agree, parse_answer, parse_letters
 from clearmed.programs.task_adapters import gate_accepts
-from clearmed.signatures.records import ROUTES, Answer, Question
+from clearmed.signatures.records import ROUTE_TABLE as ROUTES
+from clearmed.signatures.records import Answer, Question
 from clearmed.testing import QUESTION
 
 OPTIONS = {"A": "Hypothyroidism", "B": "Hyperthyroidism", "C": "Addison disease", "D": "Cushing syndrome"}

@@ -1,0 +1,117 @@
+"""The nouns of clearmed: every record that crosses a module boundary.
+
+Read this package first. One question flows through the program as a `Question` (question.py), becomes three
+`Candidate`s (parametric, local, dynamic) with their `Passage`s (evidence.py), is judged by the aggregation
+verifier (`VerifierOutput`, candidates.py) whose routes are defined in routes.py, adjudicated by pure rules
+(`AdjudicationStep`s) and ends as a `Decision` (adjudication.py), which carries everything needed to replay
+the adjudication layer without re-running the pathways.
+"""
+
+from clearmed.signatures.records.adjudication import (
+    AdjudicationStep,
+    AuditAssessment,
+    Decision,
+    DecisionStatus,
+    GuardAssessment,
+    Mechanism,
+    Thresholds,
+)
+from clearmed.signatures.records.base import (
+    CONFIDENCE_RANK,
+    DOMAIN_TIER_NAMES,
+    PATHWAYS,
+    QUALITY_RANK,
+    AnswerMode,
+    Confidence,
+    DomainTier,
+    MetadataValue,
+    PathwayName,
+    QualityLabel,
+    QualityOrigin,
+    Record,
+)
+from clearmed.signatures.records.candidates import Agreement, Candidate, EvidenceBundle, FollowUpRound, VerifierOutput
+from clearmed.signatures.records.evidence import Passage, Provenance, QualityAssessment, SourceQuality
+from clearmed.signatures.records.judgment import (
+    GraphCleanup,
+    GraphEntity,
+    GraphRelation,
+    JudgeDecision,
+    JudgeMode,
+    KnowledgeGraph,
+    OptionJudgment,
+    OptionVerdict,
+    SemanticGroup,
+    Verdict,
+)
+from clearmed.signatures.records.question import Answer, ChatTurn, Question, RubricItem
+from clearmed.signatures.records.routes import (
+    NEEDS_MORE_SEARCH,
+    ROUTE_TABLE,
+    Route,
+    RouteSpec,
+    RuleId,
+    route_for,
+    route_meanings,
+    route_spec,
+)
+from clearmed.signatures.records.search_plan import SearchPlan, SearchRound
+from clearmed.signatures.records.usage import CallUsage, ErrorKind, StepError
+
+__all__ = [
+    "CONFIDENCE_RANK",
+    "DOMAIN_TIER_NAMES",
+    "NEEDS_MORE_SEARCH",
+    "PATHWAYS",
+    "QUALITY_RANK",
+    "ROUTE_TABLE",
+    "AdjudicationStep",
+    "Agreement",
+    "Answer",
+    "AnswerMode",
+    "AuditAssessment",
+    "CallUsage",
+    "Candidate",
+    "ChatTurn",
+    "Confidence",
+    "Decision",
+    "DecisionStatus",
+    "DomainTier",
+    "ErrorKind",
+    "EvidenceBundle",
+    "FollowUpRound",
+    "GraphCleanup",
+    "GraphEntity",
+    "GraphRelation",
+    "GuardAssessment",
+    "JudgeDecision",
+    "JudgeMode",
+    "KnowledgeGraph",
+    "Mechanism",
+    "MetadataValue",
+    "OptionJudgment",
+    "OptionVerdict",
+    "Passage",
+    "PathwayName",
+    "Provenance",
+    "QualityAssessment",
+    "QualityLabel",
+    "QualityOrigin",
+    "Question",
+    "Record",
+    "Route",
+    "RouteSpec",
+    "RubricItem",
+    "RuleId",
+    "SearchPlan",
+    "SearchRound",
+    "SemanticGroup",
+    "SourceQuality",
+    "StepError",
+    "Thresholds",
+    "Verdict",
+    "VerifierOutput",
+    "route_for",
+    "route_meanings",
+    "route_spec",
+]

@@ -1,0 +1,101 @@
+"""Candidates, the evidence bundle they form, which of them agree, and the aggregation verifier's output."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from clearmed.signatures.records.base import Confidence, PathwayName, Record
+from clearmed.signatures.records.evidence import Passage, SourceQuality
+from clearmed.signatures.records.judgment import OptionJudgment
+from clearmed.signatures.records.question import Answer, Question
+from clearmed.signatures.records.routes import Route
+from clearmed.signatures.records.search_plan import SearchPlan
+from clearmed.signatures.records.usage import StepError
+
+
+class Candidate(Record):
+    """A pathway's answer, with the evidence it saw and the provenance of both.
+
+    `answer` is None when the pathway failed or its output could not be parsed; `error` then says why.
+    """
+
+    pathway: PathwayName
+    answer: Answer | None = None
+    rationale: str = ""
+    raw_answer: str | None = None
+    passage_ids: list[str] = Field(default_factory=list)
+    cited_passage_ids: list[str] = Field(default_factory=list)
+    model: str = ""
+    retriever: str | None = None
+    search_backend: str | None = None
+    query: str | None = None
+    error: StepError | None = None
+    judgment: OptionJudgment | None = None
+    search_plan: SearchPlan | None = None
+
+
+class FollowUpRound(Record):
+    """One targeted follow-up search (CLEAR 2.3.3): why it ran, the query, what came back and its quality."""
+
+    trigger: Literal["guard", "audit", "needs_more_search"]
+    query: str = ""
+    passages: list[Passage] = Field(default_factory=list)
+    source_quality: SourceQuality = Field(default_factory=SourceQuality)
+    error: StepError | None = None
+
+
+class EvidenceBundle(Record):
+    """B in the paper: the question, the three candidates, the evidence, its quality and any follow-ups."""
+
+    question: Question
+    candidates: list[Candidate]
+    local_passages: list[Passage] = Field(default_factory=list)
+    dynamic_passages: list[Passage] = Field(default_factory=list)
+    source_quality: SourceQuality = Field(default_factory=SourceQuality)
+    followups: list[FollowUpRound] = Field(default_factory=list)
+
+    def candidate(self, pathway: PathwayName) -> Candidate:
+        for candidate in self.candidates:
+            if candidate.pathway == pathway:
+                return candidate
+        return Candidate(pathway=pathway, error=StepError(stage=pathway, kind="internal_error", message="absent"))
+
+    def all_dynamic_passages(self) -> list[Passage]:
+        merged = list(self.dynamic_passages)
+        for round_ in self.followups:
+            merged.extend(round_.passages)
+        return merged
+
+    def dynamic_quality(self) -> SourceQuality:
+        """Quality over the initial dynamic results and every follow-up round."""
+        return SourceQuality.merge(self.source_quality, *(r.source_quality for r in self.followups))
+
+    def passage_ids(self) -> set[str]:
+        return {p.id for p in self.local_passages} | {p.id for p in self.all_dynamic_passages()}
+
+
+class Agreement(Record):
+    """Which pathways reached the same answer (None where either side gave no answer).
+
+    MCQ answers agree when their letter sets are equal; free-text answers by the normaliser or an LM
+    judgement (`method`). Stored on the Decision so that replaying the rules needs no new LM call.
+    """
+
+    parametric_local: bool | None = None
+    parametric_dynamic: bool | None = None
+    local_dynamic: bool | None = None
+    method: Literal["letters", "normaliser", "lm"] = "letters"
+
+
+class VerifierOutput(Record):
+    """o = V(B): preliminary answer, route, rationale and a confidence signal (not a probability)."""
+
+    answer: Answer | None = None
+    route: Route
+    rationale: str = ""
+    confidence: Confidence = "low"
+    mode: Literal["lm", "heuristic"] = "lm"
+    raw_answer: str | None = None
+    error: StepError | None = None
