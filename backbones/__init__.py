@@ -4,7 +4,7 @@ Public face (the modules behind it hold one concept each):
 
 - `BackboneConfig`, `parse_backbone`, `parse_backbones`: one ``[backbones.<role>]`` TOML table, validated;
 - `ConfigError`, `format_validation_error`: one-line config errors naming file and dotted field;
-- `build_lm`, `supports_concurrency`, `lm_label`: config -> `dspy.LM`, and facts about it;
+- `build_lm`, `lm_label`: config -> `dspy.LM`, and the name it is recorded under;
 - `LlamaCppEngine`, `AsyncLlamaCppEngine`, `EngineStats`: the in-process llama.cpp engine (embedded kind);
 - `resolve_model_path`, `PACKAGED_MODELS`: where the embedded GGUF comes from.
 """
@@ -18,7 +18,7 @@ from clearmed.backbones.config import (
 )
 from clearmed.backbones.embedded import AsyncLlamaCppEngine, EngineStats, LlamaCppEngine
 from clearmed.backbones.errors import ConfigError, format_validation_error
-from clearmed.backbones.factory import build_lm, lm_label, supports_concurrency
+from clearmed.backbones.factory import build_lm, lm_label
 from clearmed.backbones.llama_runtime import unload_models
 from clearmed.backbones.model_files import PACKAGED_MODELS, ModelFileError, PackagedModel, resolve_model_path
 
@@ -39,6 +39,5 @@ __all__ = [
     "parse_backbone",
     "parse_backbones",
     "resolve_model_path",
-    "supports_concurrency",
     "unload_models",
 ]

@@ -24,7 +24,7 @@ from clearmed.backbones.model_files import ModelFileError, resolve_model_path
 from clearmed.backbones.retry_wait import install_retry_ceiling
 from clearmed.backbones.selfcheck import ensure_engine_works
 
-__all__ = ["build_lm", "lm_label", "supports_concurrency"]
+__all__ = ["build_lm", "lm_label"]
 
 # A served model behind an OpenAI-compatible server usually ignores the key; the client still wants one.
 _PLACEHOLDER_KEY = "none"
@@ -71,12 +71,6 @@ def build_lm(
         return dspy.LM(cfg.dspy_model, **common, **remote)
     except (ValueError, dspy.LMConfigurationError) as exc:
         raise ConfigError(where.at("model", _without_secrets(str(exc), key))) from None
-
-
-def supports_concurrency(lm: dspy.BaseLM) -> bool:
-    """False when the LM's engine serializes every call (in-process llama.cpp); True otherwise."""
-    engine = getattr(lm, "engine", None)
-    return not getattr(engine, "serializes_calls", False)
 
 
 def lm_label(lm: dspy.BaseLM) -> str:

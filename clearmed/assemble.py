@@ -14,7 +14,7 @@ from clearmed.config import ClearmedConfig
 from clearmed.errors import UsageError
 from clearmed.programs.baselines import SinglePathway
 from clearmed.programs.clear import CLEAR
-from clearmed.programs.settings import ProgramSettings
+from clearmed.programs.settings import CLEAR_VARIANTS, clear_variant_settings
 from clearmed.retrieval.factory import build_retriever, build_web_search
 from clearmed.retrieval.quality import QualityPriors, label_ceiling, prior_assessment, prior_features
 from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel
@@ -74,25 +74,6 @@ PROGRAMS: dict[str, str] = {
     "online": "online-only: the dynamic pathway alone",
 }
 
-_ABLATIONS: dict[str, dict[str, object]] = {
-    "clear": {},
-    "clear-no-followup": {"enable_followup": False},
-    "clear-no-guard": {"enable_guard": False},
-    "clear-no-audit": {"enable_audit": False},
-    "clear-heuristic": {"verifier_mode": "heuristic"},
-    "clear-judge": {"local_answerer": "judge", "dynamic_answerer": "judge"},
-    "clear-judge-explicit": {"local_answerer": "judge", "dynamic_answerer": "judge", "judge_mode": "explicit"},
-    "clear-qpis": {"dynamic_search_mode": "qpis"},
-    "clear-judge-qpis": {"local_answerer": "judge", "dynamic_answerer": "judge", "dynamic_search_mode": "qpis"},
-}
-
-
-def clear_variant_settings(name: str, settings: ProgramSettings) -> ProgramSettings | None:
-    """The settings a CLEAR variant runs with, given the config's (None: `name` is not a CLEAR variant)."""
-    if name not in _ABLATIONS:
-        return None
-    return settings.model_copy(update=_ABLATIONS[name])
-
 
 def build_program(
     name: str, config: ClearmedConfig, *, role_lms: dict[str, dspy.BaseLM] | None = None
@@ -103,7 +84,7 @@ def build_program(
     configure_lm_cache(config)
     lms = role_lms if role_lms is not None else build_role_lms(config)
     priors = ConfiguredPriors(config.quality_priors) if config.quality_priors is not None else None
-    if name in _ABLATIONS:
+    if name in CLEAR_VARIANTS:
         settings = clear_variant_settings(name, config.program)
         assert settings is not None
         program = CLEAR(

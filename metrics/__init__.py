@@ -15,7 +15,6 @@ from clearmed.metrics._judge import PathwayJudgeStats, judge_stats, judge_table
 from clearmed.metrics._leakage import LeakageReport, PassageLeak, audit_leakage, passage_leak
 from clearmed.metrics._mcq import McqScore, score_mcq
 from clearmed.metrics._paired import PairedComparison, mcnemar_exact_p, paired_comparison
-from clearmed.metrics._pathways import PathwayWorth, pathway_worth
 from clearmed.metrics._rubric import (
     RubricGrade,
     RubricGrader,
@@ -39,7 +38,6 @@ __all__ = [
     "PairedComparison",
     "PassageLeak",
     "PathwayJudgeStats",
-    "PathwayWorth",
     "QuestionScore",
     "RubricGrade",
     "RubricGrader",
@@ -55,7 +53,6 @@ __all__ = [
     "mcnemar_exact_p",
     "paired_comparison",
     "passage_leak",
-    "pathway_worth",
     "render_conversation",
     "render_rubric_item",
     "rubric_score",

@@ -29,7 +29,7 @@ from clearmed.optimize.replay import RecordedActions, ReplayMiss, replay_decisio
 from clearmed.programs.adjudication import AdjudicationActions, Mechanisms
 from clearmed.programs.clear import CLEAR, LiveActions
 from clearmed.programs.run_context import Ledger, RunContext, activate
-from clearmed.programs.settings import ProgramSettings
+from clearmed.programs.settings import ProgramSettings, clear_variant_settings
 from clearmed.programs.task_adapters import gate_accepts
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import CallUsage, Decision, Question, Thresholds
@@ -160,8 +160,6 @@ def _run_program_settings(run_dir: Path) -> ProgramSettings:
 
 def mechanisms_of(program: str, settings: ProgramSettings) -> Mechanisms | None:
     """The mechanisms a CLEAR variant ran with (None: not a CLEAR variant, nothing to replay)."""
-    from clearmed.assemble import clear_variant_settings
-
     variant = clear_variant_settings(program, settings)
     if variant is None:
         return None

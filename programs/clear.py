@@ -8,13 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dspy
 
-from clearmed.backbones.factory import supports_concurrency
 from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
 from clearmed.programs.assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
 from clearmed.programs.input_budget import over_budget, refused_decision
 from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
-from clearmed.programs.run_context import Ledger, RunContext, activate, current
+from clearmed.programs.run_context import Ledger, RunContext, activate, current, supports_concurrency
 from clearmed.programs.settings import ProgramSettings
 from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.programs.verifier import AggregationVerifier, CandidateAgreement

@@ -43,6 +43,13 @@ class RunContext:
         return "main", self.role_lms.get("main") or dspy.settings.lm
 
 
+def supports_concurrency(lm: dspy.BaseLM) -> bool:
+    """False when the LM's engine serializes every call (the in-process llama.cpp engine says so through
+    `serializes_calls`); True otherwise. Read by duck typing, so the program never imports a backbone."""
+    engine = getattr(lm, "engine", None)
+    return not getattr(engine, "serializes_calls", False)
+
+
 _CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("clearmed_run", default=None)
 
 

@@ -85,3 +85,24 @@ class ProgramSettings(Record):
     enable_guard: bool = True
     enable_audit: bool = True
     enable_followup: bool = True
+
+
+# The CLEAR programs by name: the paper's ablations and the judge/QPIS variants, as changes to the settings.
+CLEAR_VARIANTS: dict[str, dict[str, object]] = {
+    "clear": {},
+    "clear-no-followup": {"enable_followup": False},
+    "clear-no-guard": {"enable_guard": False},
+    "clear-no-audit": {"enable_audit": False},
+    "clear-heuristic": {"verifier_mode": "heuristic"},
+    "clear-judge": {"local_answerer": "judge", "dynamic_answerer": "judge"},
+    "clear-judge-explicit": {"local_answerer": "judge", "dynamic_answerer": "judge", "judge_mode": "explicit"},
+    "clear-qpis": {"dynamic_search_mode": "qpis"},
+    "clear-judge-qpis": {"local_answerer": "judge", "dynamic_answerer": "judge", "dynamic_search_mode": "qpis"},
+}
+
+
+def clear_variant_settings(name: str, settings: ProgramSettings) -> ProgramSettings | None:
+    """The settings a CLEAR variant runs with, given the config's (None: `name` is not a CLEAR variant)."""
+    if name not in CLEAR_VARIANTS:
+        return None
+    return settings.model_copy(update=CLEAR_VARIANTS[name])

@@ -9,19 +9,18 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from clearmed.evaluation.pathway_worth import PathwayWorth, pathway_worth
 from clearmed.evaluation.store import EvalRecord, RunManifest
 from clearmed.metrics import (
     AccuracySummary,
     LeakageReport,
     PathwayJudgeStats,
-    PathwayWorth,
     RubricSummary,
     accuracy_summary,
     audit_leakage,
     healthbench_summary,
     judge_stats,
     judge_table,
-    pathway_worth,
 )
 
 

@@ -21,9 +21,9 @@ from clearmed.backbones import (
     build_lm,
     lm_label,
     parse_backbone,
-    supports_concurrency,
 )
 from clearmed.backbones import factory as factory_module
+from clearmed.programs.run_context import supports_concurrency
 from clearmed.testing import QuietHTTPServer
 
 from .conftest import FakeLoader

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clearmed.metrics import pathway_worth
+from clearmed.evaluation.pathway_worth import pathway_worth
 from clearmed.signatures.records import Decision
 from clearmed.testing import QUESTION, ScriptValue, build_toy_program, label_all, pathway_replies, verifier_reply
 

@@ -12,9 +12,9 @@ from clearmed.errors import UsageError
 from clearmed.optimize.artifacts import load_artifact
 from clearmed.optimize.rescore import DecisionCost, LiveSession, Rescorer, load_items
 from clearmed.optimize.splits import UsedIds, read_id_file, refuse_seen_as_test, split_ids
-from clearmed.optimize.synthetic import synthetic_program
 from clearmed.optimize.tuning import TuneSettings, parse_params, thresholds_of_params, tune
 from clearmed.signatures.records import Thresholds
+from clearmed.synthetic_run import synthetic_program
 
 GATES_ONLY = [
     Thresholds(guard_min_high=3),

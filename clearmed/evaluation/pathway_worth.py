@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.metrics._mcq import score_mcq
+from clearmed.metrics import score_mcq
 from clearmed.programs.rules import answer_for_route, heuristic_verify
 from clearmed.signatures.records import PATHWAYS, Decision
 

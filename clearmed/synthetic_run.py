@@ -4,7 +4,7 @@ Each question ("Case N.") draws its own conflict pattern, gold answer, web quali
 confidence, and guard/audit outcomes from a seeded generator, so the adjudication rules branch differently
 across questions and threshold changes move accuracy and cost. The decisions are real CLEAR decisions (the
 program runs on a scripted LM), written to a real run folder, so replay sees exactly what a stored eval has.
-Used by the tuning tests and `scripts/bench_tune.py`.
+Used by the tuning tests and `scripts/bench_tune.py`; a test double, so it lives beside `clearmed.testing`.
 """
 
 from __future__ import annotations
