@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -28,6 +29,7 @@ from clearmed.backbones.llama_runtime import (
     get_shared_model,
     load_llama,
 )
+from clearmed.backbones.scoring import NextTokenScores, ScoringError, candidate_logprobs, log_softmax
 
 __all__ = ["AsyncLlamaCppEngine", "EngineStats", "LlamaCppEngine"]
 
@@ -112,6 +114,34 @@ class LlamaCppEngine:
                 raise
             elapsed = time.perf_counter() - started
         return self._response(result, prompt_tokens, elapsed)
+
+    def score_next_token(
+        self, messages: Sequence[ChatMessage], assistant_prefix: str, candidates: Sequence[str]
+    ) -> NextTokenScores:
+        """Log-probabilities of each candidate as the next token after the chat and ``assistant_prefix``.
+
+        One forward pass over the prompt's new tokens (the shared KV prefix is reused), no sampling: see
+        `clearmed.backbones.scoring`.
+        """
+        shared = self.load()
+        if shared.render_prompt is None or shared.next_logits is None:
+            raise ScoringError("this model has no chat template to score against")
+        prompt, add_bos = shared.render_prompt(messages)
+        with shared.lock:
+            tokens = shared.llm.tokenize((prompt + assistant_prefix).encode("utf-8"), add_bos=add_bos, special=True)
+            self._check_context(len(tokens), 1)
+            started = time.perf_counter()
+            logits = shared.next_logits(tokens)
+            elapsed = time.perf_counter() - started
+            variants = {
+                c: [ids[0] for text in (c, f" {c}") if (ids := shared.llm.tokenize(text.encode(), add_bos=False))]
+                for c in candidates
+            }
+        with self._stats_lock:
+            self._stats = self._stats.add(len(tokens), 0, elapsed)
+        return NextTokenScores(
+            logprobs=candidate_logprobs(log_softmax(logits), variants), prompt_tokens=len(tokens), seconds=elapsed
+        )
 
     def close(self) -> None:
         """Nothing to release per engine: the model is shared (see `llama_runtime.unload_models`)."""

@@ -16,6 +16,7 @@ off). Same call order, same answers.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
@@ -80,15 +81,25 @@ class LlamaLoadArgs(BaseModel):
     prompt_cache_mb: int = Field(default=512, ge=0)
 
 
+# A chat rendered as the model's template renders it: the prompt text, and whether a BOS token must be added.
+RenderedPrompt = tuple[str, bool]
+
+
 @dataclass
 class SharedModel:
-    """One loaded model, its lock, and how to count a chat prompt's tokens exactly as it will be sent."""
+    """One loaded model, its lock, and how to count a chat prompt's tokens exactly as it will be sent.
+
+    ``render_prompt`` and ``next_logits`` serve option scoring (`LlamaCppEngine.score_next_token`): the chat
+    as the template renders it, and the next-token logits after a token sequence (reusing the KV prefix).
+    """
 
     llm: LlamaLike
     args: LlamaLoadArgs
     count_tokens: Callable[[Sequence[ChatMessage]], int]
     load_seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    render_prompt: Callable[[Sequence[ChatMessage]], RenderedPrompt] | None = None
+    next_logits: Callable[[Sequence[int]], np.ndarray] | None = None
 
 
 LlamaLoader = Callable[[LlamaLoadArgs], SharedModel]
@@ -138,7 +149,37 @@ def load_llama(args: LlamaLoadArgs) -> SharedModel:
         llm.save_state = functools.partial(_lean_save_state, llama_cpp, llm)
     seconds = time.perf_counter() - started
     log.info("loaded %s in %.1f s (n_ctx=%d, threads=%d)", args.model_path, seconds, args.n_ctx, args.n_threads)
-    return SharedModel(llm=llm, args=args, count_tokens=_template_counter(llama_cpp, llm), load_seconds=seconds)
+    render = _template_renderer(llama_cpp, llm)
+    return SharedModel(
+        llm=llm,
+        args=args,
+        count_tokens=_template_counter(llm, render) if render else fallback_token_counter(llm),
+        load_seconds=seconds,
+        render_prompt=render,
+        next_logits=functools.partial(_next_logits, llm),
+    )
+
+
+def _next_logits(llm: Any, tokens: Sequence[int]) -> np.ndarray:
+    """Logits of the token after ``tokens``: one forward pass over what the KV cache does not hold yet.
+
+    Mirrors ``Llama.generate``'s prefix reuse (and the RAM prompt cache), so scoring the local and dynamic
+    prompts after each other costs only their differing tails. At least one token is evaluated: the logits
+    of the last one are what we read.
+    """
+    if not tokens:
+        raise ValueError("cannot score an empty prompt")
+    cache = getattr(llm, "cache", None)
+    if cache is not None:
+        with contextlib.suppress(KeyError):  # no cached state worth restoring
+            llm.load_state(cache[tokens])
+    reuse = min(common_prefix_length(llm._input_ids, tokens), len(tokens) - 1)
+    llm.n_tokens = reuse
+    llm.eval(tokens[reuse:])
+    logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),)).copy()
+    if cache is not None:
+        cache[tokens] = llm.save_state()
+    return logits
 
 
 def _prompt_state_cache(llama_cpp: Any, capacity_bytes: int, live_tokens: Callable[[], Sequence[int]]) -> Any:
@@ -205,11 +246,11 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     return int(mismatch[0]) if mismatch.size else n
 
 
-def _template_counter(llama_cpp: Any, llm: Any) -> Callable[[Sequence[ChatMessage]], int]:
-    """Count tokens through the model's own chat template, as create_chat_completion will format them."""
+def _template_renderer(llama_cpp: Any, llm: Any) -> Callable[[Sequence[ChatMessage]], RenderedPrompt] | None:
+    """Render a chat through the model's own template, as create_chat_completion will; None without one."""
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
-        return fallback_token_counter(llm)
+        return None
 
     def token_text(token_id: int) -> str:
         return llm._model.token_get_text(token_id) if token_id != -1 else ""
@@ -218,9 +259,21 @@ def _template_counter(llama_cpp: Any, llm: Any) -> Callable[[Sequence[ChatMessag
         template=template, eos_token=token_text(llm.token_eos()), bos_token=token_text(llm.token_bos())
     )
 
-    def count(messages: Sequence[ChatMessage]) -> int:
+    def render(messages: Sequence[ChatMessage]) -> RenderedPrompt:
         result = formatter(messages=list(messages))
-        return len(llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+        return result.prompt, not result.added_special
+
+    return render
+
+
+def _template_counter(
+    llm: Any, render: Callable[[Sequence[ChatMessage]], RenderedPrompt]
+) -> Callable[[Sequence[ChatMessage]], int]:
+    """Count tokens through the model's own chat template, as create_chat_completion will format them."""
+
+    def count(messages: Sequence[ChatMessage]) -> int:
+        prompt, add_bos = render(messages)
+        return len(llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True))
 
     return count
 

@@ -3,7 +3,12 @@
 Prints load time, prompt-processing and generation speed, peak RSS, and what llama.cpp's RAM prompt cache
 (`prompt_cache_mb`) buys when calls alternate between long prompts, as CLEAR's pathways do.
 
+Builds side by side: the engine of this interpreter (the portable build, `backbones/engine_build.py`) and any
+other interpreter with another llama.cpp build installed, each in a child process, interleaved run by run so
+that load from other processes hits every build alike; the CPU's instruction-set flags are printed first.
+
     python scripts/bench_embedded.py [--n-ctx 8192] [--threads N] [--prefix-words 450] [--repeats 3]
+    python scripts/bench_embedded.py --builds-only --compare-build native=/tmp/native-venv/bin/python
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import os
 import resource
 import statistics
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,7 +29,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy
 from dspy.lm15 import Config, Message, Request
 
-from clearmed.backbones import build_lm, parse_backbone, unload_models
+from clearmed.backbones import build_lm, parse_backbone, resolve_model_path, unload_models
+from clearmed.backbones.engine_build import read_cpu_flags, system_info_features
+from clearmed.backbones.selfcheck import probe_engine
+
+ISA_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512_vnni",
+             "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")  # fmt: skip
 
 SENTENCES = (
     "The patient presented with fever, cough and a maculopapular rash that began on the face.",
@@ -172,6 +183,35 @@ def _time_state_copies(llm: Any) -> dict[str, list[float]]:
     return timers
 
 
+def builds(args: argparse.Namespace) -> None:
+    """Prompt and generation tokens/s of each llama.cpp build, in child processes, interleaved."""
+    flags = read_cpu_flags()
+    print(f"CPU flags (ISA subset): {' '.join(f for f in ISA_FLAGS if f in flags) or 'unknown'}")
+    model = str(resolve_model_path(parse_backbone({"kind": "embedded", "model": "qwen2.5-coder-1.5b"}, source="bench")))
+    threads = args.threads or os.cpu_count() or 1
+    engines = {"this build": sys.executable, **dict(item.split("=", 1) for item in args.compare_build)}
+    runs: dict[str, list[Any]] = {name: [] for name in engines}
+    for _ in range(args.repeats):
+        for name, python in engines.items():
+            probe = probe_engine(model, n_threads=threads, prompt_tokens=args.build_prompt_tokens,
+                                 generated_tokens=args.gen_tokens, python=python)  # fmt: skip
+            if probe.outcome != "ok":
+                raise SystemExit(f"{name}: {probe.failure_message(model)}")
+            runs[name].append(probe)
+    print(f"llama.cpp builds, {threads} threads, {args.build_prompt_tokens}-token prompt, {args.gen_tokens} generated, "
+          f"best of {args.repeats} (median):")  # fmt: skip
+    first_pp = None
+    for name, probes in runs.items():
+        pp = sorted(p.prompt_tokens_per_second for p in probes)
+        gen = sorted(p.generation_tokens_per_second for p in probes)
+        first_pp = first_pp or pp[-1]
+        features = [k for k, v in system_info_features(probes[0].system_info).items() if v]
+        print(f"  {name:<12} prompt {pp[-1]:6.1f} tok/s ({statistics.median(pp):6.1f})   generation {gen[-1]:5.1f} tok/s "
+              f"({statistics.median(gen):5.1f})   prompt ratio to this build {pp[-1] / first_pp:.3f}")  # fmt: skip
+        print(f"  {'':<12} built with: {' '.join(features)}")
+    print(f"  load average after: {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-ctx", type=int, default=8192)
@@ -181,10 +221,17 @@ def main() -> None:
     parser.add_argument("--cache-mb", type=int, default=512, help="prompt_cache_mb for the speed runs")
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (best is reported)")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--builds-only", action="store_true", help="only compare llama.cpp builds")
+    parser.add_argument("--compare-build", action="append", default=[], metavar="NAME=PYTHON",
+                        help="another interpreter whose llama.cpp build to measure beside this one")  # fmt: skip
+    parser.add_argument("--build-prompt-tokens", type=int, default=512)
     args = parser.parse_args()
     logging.getLogger("dspy.clients.lm").setLevel(logging.ERROR)  # max_tokens=1 probes are "truncated"
 
     print(f"cores: {os.cpu_count()}, load average at start: {os.getloadavg()[0]:.2f}")
+    builds(args)
+    if args.builds_only:
+        return
     if not args.skip_speed:
         speed(args)
     prefix_reuse(args)

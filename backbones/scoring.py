@@ -1,0 +1,170 @@
+"""Next-token scoring: the probability a model gives each candidate continuation, in one forward pass.
+
+A small model asked to *write* an option letter loses most of what it knows (it favours "B", wraps the
+letter in prose, or reasons itself out of its first guess); the distribution of its next token after the
+prompt's own answer marker keeps it. Backbones that expose token log-probabilities implement `TokenScorer`:
+
+- the embedded llama.cpp engine (`LlamaCppEngine.score_next_token`), from the logits directly;
+- OpenAI-compatible servers that continue a final assistant message and return ``top_logprobs`` (vLLM,
+  SGLang), through `OpenAICompatibleScorer`.
+
+Hosted chat models without log-probabilities have no scorer: callers generate instead.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol, runtime_checkable
+
+import numpy as np
+import requests
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "MAX_TOP_LOGPROBS",
+    "NextTokenScores",
+    "OpenAICompatibleScorer",
+    "ScoringError",
+    "TokenScorer",
+    "candidate_logprobs",
+    "scorer_for",
+]
+
+ChatMessage = dict[str, str]
+# vLLM's default --max-logprobs; a larger top_logprobs is refused with HTTP 400.
+MAX_TOP_LOGPROBS: Final = 20
+# Log-probability assumed for a candidate absent from a server's top list: below everything it did list.
+_ABSENT_MARGIN: Final = 2.0
+
+
+class ScoringError(RuntimeError):
+    """The backbone could not score (no log-probabilities, a server error); callers fall back to generation."""
+
+
+class NextTokenScores(BaseModel):
+    """Log-probabilities (over the whole vocabulary) of each candidate's first token, and what it cost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    logprobs: dict[str, float]
+    prompt_tokens: int = Field(default=0, ge=0)
+    seconds: float = Field(default=0.0, ge=0.0)
+
+    @property
+    def mass(self) -> float:
+        """Probability the model put on the candidates at all (low: it wanted to write something else)."""
+        return float(sum(math.exp(v) for v in self.logprobs.values()))
+
+    def distribution(self) -> dict[str, float]:
+        """The candidates' probabilities renormalised to sum to one."""
+        values = np.array(list(self.logprobs.values()), dtype=float)
+        weights = np.exp(values - values.max())
+        weights /= weights.sum()
+        return {key: float(w) for key, w in zip(self.logprobs, weights, strict=True)}
+
+
+@runtime_checkable
+class TokenScorer(Protocol):
+    def score_next_token(
+        self, messages: Sequence[ChatMessage], assistant_prefix: str, candidates: Sequence[str]
+    ) -> NextTokenScores: ...
+
+
+def candidate_logprobs(
+    log_probs: Mapping[int, float] | np.ndarray, token_variants: Mapping[str, Sequence[int]]
+) -> dict[str, float]:
+    """Each candidate's log-probability: the sum over its token variants ("A" and " A" are different tokens)."""
+    out: dict[str, float] = {}
+    for candidate, ids in token_variants.items():
+        values = [float(log_probs[i]) for i in dict.fromkeys(ids)]
+        out[candidate] = float(np.logaddexp.reduce(values)) if values else -math.inf
+    return out
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float64) - float(np.max(logits))
+    return shifted - math.log(float(np.exp(shifted).sum()))
+
+
+class OpenAICompatibleScorer:
+    """Scoring through ``/chat/completions`` on a server that continues a final assistant message.
+
+    vLLM (and SGLang) accept ``continue_final_message: true`` with ``add_generation_prompt: false`` and
+    return the first generated token's ``top_logprobs``. A candidate outside the top list gets a
+    log-probability just below the smallest one listed.
+    """
+
+    def __init__(self, api_base: str, model: str, api_key: str | None, *, timeout: float = 60.0) -> None:
+        self.url = api_base.rstrip("/") + "/chat/completions"
+        self.model = model
+        self._api_key = api_key
+        self.timeout = timeout
+
+    def score_next_token(
+        self, messages: Sequence[ChatMessage], assistant_prefix: str, candidates: Sequence[str]
+    ) -> NextTokenScores:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [*messages, {"role": "assistant", "content": assistant_prefix}],
+            "continue_final_message": True,
+            "add_generation_prompt": False,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "logprobs": True,
+            "top_logprobs": MAX_TOP_LOGPROBS,
+        }
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        started = time.perf_counter()
+        try:
+            response = requests.post(self.url, json=body, headers=headers, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ScoringError(f"scoring request failed: {type(exc).__name__}") from None
+        if response.status_code != 200:
+            raise ScoringError(f"scoring request answered HTTP {response.status_code}: {_error_text(response)}")
+        try:
+            payload = response.json()
+            top = payload["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            listed = {str(item["token"]): float(item["logprob"]) for item in top}
+            usage = payload.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise ScoringError("the server's reply has no top_logprobs for the first token") from None
+        floor = min(listed.values(), default=0.0) - _ABSENT_MARGIN
+        logprobs = {}
+        for candidate in candidates:
+            variants = [listed[v] for v in (candidate, f" {candidate}") if v in listed]
+            logprobs[candidate] = float(np.logaddexp.reduce(variants)) if variants else floor
+        return NextTokenScores(
+            logprobs=logprobs,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            seconds=time.perf_counter() - started,
+        )
+
+
+def _error_text(response: requests.Response) -> str:
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text[:200]
+    error = payload.get("error", payload) if isinstance(payload, dict) else payload
+    message = error.get("message", error) if isinstance(error, dict) else error
+    return str(message)[:200]
+
+
+def scorer_for(lm: Any) -> TokenScorer | None:
+    """The scorer behind a `dspy.LM`, or None when its backend exposes no log-probabilities."""
+    engine = getattr(lm, "engine", None)
+    if isinstance(engine, TokenScorer):
+        return engine
+    kwargs = getattr(lm, "kwargs", {}) or {}
+    model = str(getattr(lm, "model", ""))
+    if model.startswith("openai/") and kwargs.get("api_base"):
+        key = kwargs.get("api_key")
+        return OpenAICompatibleScorer(
+            str(kwargs["api_base"]),
+            model.removeprefix("openai/"),
+            None if key in (None, "none") else str(key),
+            timeout=float(kwargs.get("timeout") or 60.0),
+        )
+    return None
