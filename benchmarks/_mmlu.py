@@ -85,7 +85,7 @@ def _parser(subjects: tuple[str, ...]) -> ParseRow:
     return parse_row
 
 
-def _definition(name: str, title: str, subjects: tuple[str, ...]) -> BenchmarkDef:
+def _definition(name: str, title: str, subjects: tuple[str, ...], shared_file: str | None = None) -> BenchmarkDef:
     info = BenchmarkInfo(
         name=name,
         title=title,
@@ -95,6 +95,7 @@ def _definition(name: str, title: str, subjects: tuple[str, ...]) -> BenchmarkDe
         splits=["test", "validation", "dev"],
         answer_modes=["single"],
         scoring="accuracy, one gold letter (answer 0-3 -> A-D)",
+        shared_file=shared_file,
     )
 
     def hub(split: str) -> list[HubSpec]:
@@ -103,7 +104,10 @@ def _definition(name: str, title: str, subjects: tuple[str, ...]) -> BenchmarkDe
     return BenchmarkDef(info, standard_opener(info, hub, _read_local), _parser(subjects))
 
 
-BENCHMARKS = [_definition("mmlu-medical", "MMLU, six medical subjects", MEDICAL_SUBJECTS)]
+# The shared pool is MIRAGE's six subjects (cais/mmlu rows with `subject`); part of the 1,089 is held out.
+BENCHMARKS = [
+    _definition("mmlu-medical", "MMLU, six medical subjects", MEDICAL_SUBJECTS, shared_file="mmlu_med/test_pool.jsonl")
+]
 BENCHMARKS += [
     _definition(f"mmlu-{subject.replace('_', '-')}", f"MMLU {subject}", (subject,)) for subject in MEDICAL_SUBJECTS
 ]
