@@ -17,18 +17,3 @@ from clearmed.benchmarks._errors import (
 from clearmed.benchmarks._registry import OnError, available_benchmarks, benchmark_info, load_benchmark
 from clearmed.benchmarks._sampling import sample
 from clearmed.benchmarks._types import BenchmarkInfo, BenchmarkSet, RowIssue
-
-__all__ = [
-    "BenchmarkDataError",
-    "BenchmarkError",
-    "BenchmarkInfo",
-    "BenchmarkSet",
-    "BenchmarkSourceError",
-    "OnError",
-    "RowIssue",
-    "UnknownBenchmarkError",
-    "available_benchmarks",
-    "benchmark_info",
-    "load_benchmark",
-    "sample",
-]

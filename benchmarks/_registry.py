@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Literal
 
 from pydantic import ValidationError
 
@@ -32,9 +31,7 @@ from clearmed.benchmarks._errors import (
 )
 from clearmed.benchmarks._sampling import sample
 from clearmed.benchmarks._types import BenchmarkInfo, BenchmarkSet, RowIssue
-from clearmed.signatures.records import Question
-
-OnError = Literal["raise", "skip"]
+from clearmed.signatures.records import OnError, Question
 
 _REGISTRY: dict[str, BenchmarkDef] = {
     definition.info.name: definition

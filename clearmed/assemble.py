@@ -16,24 +16,6 @@ from clearmed.programs.baselines import SinglePathway
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import CLEAR_VARIANTS, clear_variant_settings
 from clearmed.retrieval.factory import build_retriever, build_web_search
-from clearmed.retrieval.quality import QualityPriors, label_ceiling, prior_assessment, prior_features
-from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel
-
-
-class ConfiguredPriors:
-    """Domain and content-type priors as the program's `QualityPriors` protocol."""
-
-    def __init__(self, priors: QualityPriors) -> None:
-        self.priors = priors
-
-    def features(self, passage: Passage) -> str:
-        return prior_features(passage)
-
-    def assess(self, passage: Passage) -> QualityAssessment:
-        return prior_assessment(passage, self.priors)
-
-    def ceiling(self, passage: Passage) -> QualityLabel:
-        return label_ceiling(passage, self.priors)
 
 
 def build_role_lms(config: ClearmedConfig, roles: tuple[str, ...] = ("main", "assessor")) -> dict[str, dspy.BaseLM]:
@@ -83,7 +65,6 @@ def build_program(
         raise UsageError(f"unknown program {name!r}; choose one of {', '.join(PROGRAMS)}")
     configure_lm_cache(config)
     lms = role_lms if role_lms is not None else build_role_lms(config)
-    priors = ConfiguredPriors(config.quality_priors) if config.quality_priors is not None else None
     if name in CLEAR_VARIANTS:
         settings = clear_variant_settings(name, config.program)
         assert settings is not None
@@ -92,9 +73,8 @@ def build_program(
             build_web_search(config.search) if config.search is not None else None,
             settings=settings,
             thresholds=config.thresholds,
-            quality_priors=priors,
+            quality_priors=config.quality_priors,
             role_lms=lms,
-            prior_config=config.quality_priors,
         )
         program.program_name = name
         return program
@@ -104,6 +84,6 @@ def build_program(
         build_retriever(config.corpus) if needs_local and config.corpus is not None else None,
         build_web_search(config.search) if needs_web and config.search is not None else None,
         settings=config.program,
-        quality_priors=priors,
+        quality_priors=config.quality_priors,
         role_lms=lms,
     )

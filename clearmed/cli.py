@@ -63,19 +63,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     refusal = over_budget(question, config.program)  # before loading a model that could not read it
     if refusal is not None:
         raise UsageError(refusal)
-    artifact = None
-    if args.program_artifact:
-        from clearmed.optimize.artifacts import load_artifact
+    from clearmed.optimize.artifacts import apply_artifact, with_artifact
 
-        artifact = load_artifact(args.program_artifact)
-        config = config.model_copy(update={"thresholds": artifact.thresholds})
+    artifact, config = with_artifact(args.program_artifact, config)
     console = Console(stderr=True)
     with console.status(f"answering with {config.backbones['main'].model} ...", spinner="dots"):
         program = build_clear(config)
-        if artifact is not None:
-            from clearmed.optimize.artifacts import apply_artifact
-
-            apply_artifact(program, artifact, config)
+        apply_artifact(program, artifact, config)
         decision = program(question=question).decision
     if args.json:
         sys.stdout.write(decision.model_dump_json(indent=2) + "\n")

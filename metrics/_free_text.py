@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.metrics._decision import QuestionScore, check_same_question
 from clearmed.metrics._errors import describe_error
-from clearmed.signatures.judging import JudgeDiagnosis, JudgeTreatment, Verdict
+from clearmed.signatures.grading import GradeVerdict, JudgeDiagnosis, JudgeTreatment
 from clearmed.signatures.records import Answer, Decision, Question
 
 JudgeTask = Literal["diagnosis", "treatment"]
@@ -25,7 +25,7 @@ class FreeTextJudgement(BaseModel):
     question_id: str
     task: JudgeTask
     candidate: str | None
-    verdict: Verdict | None = None
+    verdict: GradeVerdict | None = None
     rationale: str = ""
     error: str | None = None
 

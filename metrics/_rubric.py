@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.metrics._errors import describe_error
-from clearmed.signatures.judging import GradeRubricItem
+from clearmed.signatures.grading import GradeRubricItem
 from clearmed.signatures.records import ChatTurn, Question, RubricItem
 
 

@@ -209,8 +209,19 @@ def load_program_state(program: dspy.Module, path: Path) -> list[str]:
     return warnings
 
 
-def apply_artifact(program: dspy.Module, artifact: ProgramArtifact, config: ClearmedConfig) -> list[str]:
+def with_artifact(path: str | None, config: ClearmedConfig) -> tuple[ProgramArtifact | None, ClearmedConfig]:
+    """The artifact at `path` (None: none given) and the config carrying its thresholds, so that what is built
+    from the config, and a run's config.json and digest, show them."""
+    if not path:
+        return None, config
+    artifact = load_artifact(path)
+    return artifact, config.model_copy(update={"thresholds": artifact.thresholds})
+
+
+def apply_artifact(program: dspy.Module, artifact: ProgramArtifact | None, config: ClearmedConfig) -> list[str]:
     """Load the artifact's prompts and thresholds onto a freshly built program; return warnings to show."""
+    if artifact is None:
+        return []
     warnings: list[str] = []
     current = backbone_labels(config).get("main", "")
     if artifact.manifest.backbone and current != artifact.manifest.backbone:

@@ -27,7 +27,7 @@ from pydantic import Field
 from clearmed.programs.answers import answer_format, format_options, parse_letters
 from clearmed.programs.formatting import format_passages, render_question
 from clearmed.programs.judge_rules import normalise_decision
-from clearmed.signatures.judge import JudgeOptions, JudgeOptionsWithGraph
+from clearmed.signatures.option_judge import JudgeOptions, JudgeOptionsWithGraph
 from clearmed.signatures.records import Decision, KnowledgeGraph, OptionJudgment, Passage, PathwayName, Record
 
 RejectReason = Literal[

@@ -13,11 +13,12 @@ import dspy
 
 from clearmed.programs.input_budget import over_budget, refused_decision
 from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
-from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
+from clearmed.programs.quality import SourceQualityAssessor
 from clearmed.programs.run_context import Ledger, RunContext, activate
 from clearmed.programs.settings import ProgramSettings
 from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.retrieval.base import Retriever, WebSearch
+from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
     AdjudicationStep,
     Decision,

@@ -12,13 +12,13 @@ from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
 from clearmed.programs.assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
 from clearmed.programs.input_budget import over_budget, refused_decision
 from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
-from clearmed.programs.quality import QualityPriors, SourceQualityAssessor
+from clearmed.programs.quality import SourceQualityAssessor
 from clearmed.programs.run_context import Ledger, RunContext, activate, current, supports_concurrency
 from clearmed.programs.settings import ProgramSettings
 from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.programs.verifier import AggregationVerifier, CandidateAgreement
 from clearmed.retrieval.base import Retriever, WebSearch
-from clearmed.retrieval.quality import QualityPriors as PriorConfig
+from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
     AdjudicationStep,
     Agreement,
@@ -73,7 +73,6 @@ class CLEAR(dspy.Module):
         thresholds: Thresholds | None = None,
         quality_priors: QualityPriors | None = None,
         role_lms: dict[str, dspy.BaseLM] | None = None,
-        prior_config: PriorConfig | None = None,
     ) -> None:
         super().__init__()
         self.gate = FormatGate()
@@ -90,8 +89,9 @@ class CLEAR(dspy.Module):
         self.settings = settings or ProgramSettings()
         self.thresholds = thresholds or Thresholds()
         self.role_lms = dict(role_lms or {})
-        # The config's prior weights: the thresholds' quality gate rescores pages with them (programs.quality_gate).
-        self.prior_config = prior_config
+        # The config's priors: features and label ceilings for the quality assessment, and the weights with which
+        # the thresholds' quality gate rescores pages (programs.quality_gate).
+        self.quality_priors = quality_priors
         self.program_name = "clear"
 
     # ------------------------------------------------------------------------------------------ pathways
@@ -174,7 +174,9 @@ class CLEAR(dspy.Module):
             audit=self.settings.enable_audit,
             followup=self.settings.enable_followup,
         )
-        result = adjudicate(bundle, agreement, self.thresholds, LiveActions(self), mechanisms, priors=self.prior_config)
+        result = adjudicate(
+            bundle, agreement, self.thresholds, LiveActions(self), mechanisms, priors=self.quality_priors
+        )
         steps.extend(result.steps)
         return self._finish(question, result, agreement, steps, context)
 

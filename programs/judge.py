@@ -19,7 +19,13 @@ from clearmed.programs.formatting import format_passages, render_question
 from clearmed.programs.judge_rules import clean_graph, judge, parse_verdict_lines, raw_sections
 from clearmed.programs.run_context import current
 from clearmed.programs.stage import StageResult, run_stage
-from clearmed.signatures.judge import EntityDraft, JudgeOptions, JudgeOptionsWithGraph, RelationDraft, VerdictDraft
+from clearmed.signatures.option_judge import (
+    EntityDraft,
+    JudgeOptions,
+    JudgeOptionsWithGraph,
+    RelationDraft,
+    VerdictDraft,
+)
 from clearmed.signatures.records import JudgeMode, OptionJudgment, Passage, Question, StepError
 
 _Draft = TypeVar("_Draft", EntityDraft, RelationDraft)

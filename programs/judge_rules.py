@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from clearmed.programs.answers import parse_letters
-from clearmed.signatures.judge import EntityDraft, RelationDraft, VerdictDraft
+from clearmed.signatures.option_judge import EntityDraft, RelationDraft, VerdictDraft
 from clearmed.signatures.records import (
     Answer,
     GraphCleanup,

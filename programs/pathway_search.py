@@ -6,14 +6,7 @@ import time
 
 from clearmed.programs.stage import record_tool_call
 from clearmed.retrieval.base import EvidenceError, WebSearch
-from clearmed.signatures.records import ErrorKind, Passage, PathwayName, Question, StepError
-
-
-def build_query(question: Question, include_options: bool) -> str:
-    """Question-only retrieval query by default (the CLEAR and MIRAGE convention); options optional."""
-    if include_options and question.options:
-        return f"{question.text} {' '.join(question.options.values())}"
-    return question.text
+from clearmed.signatures.records import ErrorKind, Passage, PathwayName, StepError
 
 
 def reid(passages: list[Passage], prefix: str) -> list[Passage]:

@@ -17,7 +17,7 @@ import dspy
 from clearmed.programs.answers import answer_format, format_options
 from clearmed.programs.formatting import format_passages, render_question
 from clearmed.programs.judge import OptionWiseJudge
-from clearmed.programs.pathway_search import build_query, evidence_failure, reid, search_web
+from clearmed.programs.pathway_search import evidence_failure, reid, search_web
 from clearmed.programs.qpis import QueryPlannedSearch
 from clearmed.programs.quality import SourceQualityAssessor, label_passages
 from clearmed.programs.run_context import current
@@ -25,6 +25,7 @@ from clearmed.programs.shared import Shared
 from clearmed.programs.stage import StageResult, lm_name, record_tool_call, run_stage
 from clearmed.programs.task_adapters import FormatGate, resolve_answer
 from clearmed.retrieval.base import Retriever, WebSearch
+from clearmed.retrieval.query import build_query
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import (
     Candidate,

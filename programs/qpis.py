@@ -24,7 +24,7 @@ from clearmed.programs.pathway_search import reid, search_web
 from clearmed.programs.run_context import current
 from clearmed.programs.stage import run_stage
 from clearmed.retrieval.base import WebSearch
-from clearmed.signatures.judge import CheckEvidence, PlanSubqueries
+from clearmed.signatures.qpis import CheckEvidence, PlanSubqueries
 from clearmed.signatures.records import Passage, Question, SearchPlan, SearchRound
 
 

@@ -13,35 +13,22 @@ never counts as high or medium quality, whatever it claims about itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import dspy
 
 from clearmed.programs.formatting import format_search_results
 from clearmed.programs.run_context import current
 from clearmed.programs.stage import run_stage
+from clearmed.retrieval.quality import QualityPriors, label_ceiling, prior_assessment, prior_features
 from clearmed.retrieval.screening import cap_label, screen
 from clearmed.signatures.clear import AssessSourceQuality
 from clearmed.signatures.records import (
     Passage,
     QualityAssessment,
-    QualityLabel,
     QualityOrigin,
     SourceQuality,
     StepError,
 )
-
-
-class QualityPriors(Protocol):
-    """What the assessment needs from a prior: a feature line per result, and labels when the LM fails."""
-
-    def features(self, passage: Passage) -> str: ...
-
-    def assess(self, passage: Passage) -> QualityAssessment: ...
-
-    def ceiling(self, passage: Passage) -> QualityLabel:
-        """The best label the page's domain can vouch for."""
-        ...
 
 
 def capped(passage: Passage, assessment: QualityAssessment, priors: QualityPriors | None) -> QualityAssessment:
@@ -50,7 +37,7 @@ def capped(passage: Passage, assessment: QualityAssessment, priors: QualityPrior
     if screening.quarantined:
         ceiling, why = screening.ceiling, screening.reason()
     elif priors is not None:
-        ceiling, why = priors.ceiling(passage), f"{screening.tier} domain"
+        ceiling, why = label_ceiling(passage, priors), f"{screening.tier} domain"
     else:
         return assessment
     label = cap_label(assessment.label, ceiling)
@@ -79,13 +66,13 @@ class SourceQualityAssessor(dspy.Module):
 
     def _fallback(self, passage: Passage) -> QualityAssessment:
         if self.priors is not None:
-            return self.priors.assess(passage)
+            return prior_assessment(passage, self.priors)
         return QualityAssessment(passage_id=passage.id, label="low", reason="unassessed: counted as low")
 
     def forward(self, question_text: str, passages: list[Passage], stage: str = "source_quality") -> dspy.Prediction:
         if not passages:
             return dspy.Prediction(quality=SourceQuality(), error=None)
-        features = {p.id: self.priors.features(p) for p in passages} if self.priors is not None else {}
+        features = {p.id: prior_features(p) for p in passages} if self.priors is not None else {}
         settings = current().settings
         words = settings.quality_snippet_words or settings.passage_words
         result = run_stage(

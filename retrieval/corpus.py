@@ -19,9 +19,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clearmed.signatures.records import Passage, Provenance
+from clearmed.signatures.records import OnError, Passage, Provenance
 
-OnError = Literal["raise", "skip"]
 Pathway = Literal["local", "dynamic"]
 
 
@@ -84,12 +83,6 @@ class IngestStats:
 
 
 MEDRAG_MAPPING = FieldMapping(id="id", title="title", text="content")
-MEDRAG_CORPORA: tuple[str, ...] = (
-    "MedRAG/textbooks",
-    "MedRAG/pubmed",
-    "MedRAG/statpearls",
-    "MedRAG/wikipedia",
-)
 
 
 class CorpusPreset(BaseModel):
@@ -488,11 +481,3 @@ def read_preset(
         stats=stats,
         limit=limit,
     )
-
-
-def read_openstax(data_root: Path | None = None, **kwargs: Any) -> Iterator[Passage]:
-    return read_preset("openstax", data_root=data_root, **kwargs)
-
-
-def read_medquad(data_root: Path | None = None, **kwargs: Any) -> Iterator[Passage]:
-    return read_preset("medquad", data_root=data_root, **kwargs)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -92,6 +91,3 @@ class Tokenizer:
 
     def _keep(self, token: str) -> str:
         return _simple_stem(token) if self._stem else token
-
-    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
-        return [self.tokenize(text) for text in texts]

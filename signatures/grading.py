@@ -14,7 +14,7 @@ from typing import Literal
 
 import dspy
 
-Verdict = Literal["correct", "partially_correct", "incorrect"]
+GradeVerdict = Literal["correct", "partially_correct", "incorrect"]
 
 
 class JudgeDiagnosis(dspy.Signature):
@@ -33,7 +33,7 @@ class JudgeDiagnosis(dspy.Signature):
     case: str = dspy.InputField(desc="the case presented to the candidate")
     reference_answer: str = dspy.InputField(desc="the reference (gold) diagnosis")
     candidate_answer: str = dspy.InputField(desc="the diagnosis to grade")
-    verdict: Verdict = dspy.OutputField()
+    verdict: GradeVerdict = dspy.OutputField()
     rationale: str = dspy.OutputField(desc="one or two sentences")
 
 
@@ -51,7 +51,7 @@ class JudgeTreatment(dspy.Signature):
     case: str = dspy.InputField(desc="the case presented to the candidate")
     reference_answer: str = dspy.InputField(desc="the reference (gold) treatment plan")
     candidate_answer: str = dspy.InputField(desc="the treatment plan to grade")
-    verdict: Verdict = dspy.OutputField()
+    verdict: GradeVerdict = dspy.OutputField()
     rationale: str = dspy.OutputField(desc="one or two sentences")
 
 

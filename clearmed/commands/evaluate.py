@@ -62,14 +62,11 @@ def run_eval(args: argparse.Namespace) -> int:
     bench = _load_questions(args)
     if not bench.questions:
         raise UsageError(f"{args.benchmark}: no questions to evaluate")
-    artifact = None
-    if args.program_artifact:
-        from clearmed.optimize.artifacts import load_artifact, refuse_seen_ids
+    from clearmed.optimize.artifacts import apply_artifact, refuse_seen_ids, with_artifact
 
-        artifact = load_artifact(args.program_artifact)
+    artifact, config = with_artifact(args.program_artifact, config)
+    if artifact is not None:
         refuse_seen_ids([q.id for q in bench.questions], artifact, allow=args.allow_train_overlap)
-        # The artifact's thresholds enter the config, so the run's config.json and digest show them.
-        config = config.model_copy(update={"thresholds": artifact.thresholds})
     label = args.program if artifact is None else f"{args.program}+{artifact.path.resolve().name}"
     run_dir = (
         Path(args.run_dir)
@@ -84,10 +81,7 @@ def run_eval(args: argparse.Namespace) -> int:
         for issue in bench.skipped[:3]:
             console.print(f"  {issue.location}: {issue.reason}", markup=False, highlight=False)
     program = build_program(args.program, config)
-    if artifact is not None:
-        from clearmed.optimize.artifacts import apply_artifact
-
-        apply_artifact(program, artifact, config)
+    apply_artifact(program, artifact, config)
     spec = EvalSpec(
         program=args.program,
         benchmark=args.benchmark,
@@ -118,6 +112,9 @@ def run_eval(args: argparse.Namespace) -> int:
         store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
         store.write_json("leakage.json", json.dumps([a.model_dump() for a in audits if a.flagged], indent=2))
         write_plots([summary], run_dir / "plots")
+    from clearmed.commands.report import write_run_report
+
+    write_run_report(run_dir, console)  # after the lock is released: the report only reads the folder
     Console(soft_wrap=True).print(
         comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
     )

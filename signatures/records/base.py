@@ -19,6 +19,8 @@ CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
 # The authority tiers of web domains (retrieval.quality assigns them; thresholds and priors weight them).
 DomainTier = Literal["government", "literature", "academic", "media", "low", "unknown"]
 DOMAIN_TIER_NAMES: tuple[DomainTier, ...] = get_args(DomainTier)
+# What a reader does with a malformed row of a benchmark or corpus file: stop, or skip it and count it.
+OnError = Literal["raise", "skip"]
 MetadataValue = str | int | float | bool | None | list[str]
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from clearmed.signatures.judging import GradeRubricItem, JudgeDiagnosis, JudgeTreatment
+from clearmed.signatures.grading import GradeRubricItem, JudgeDiagnosis, JudgeTreatment
 
 
 def test_free_text_judges_share_fields_and_a_three_way_verdict() -> None:

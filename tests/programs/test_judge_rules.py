@@ -18,7 +18,7 @@ from clearmed.programs.judge_rules import (
     raw_sections,
     validate_verdicts,
 )
-from clearmed.signatures.judge import EntityDraft, RelationDraft, VerdictDraft
+from clearmed.signatures.option_judge import EntityDraft, RelationDraft, VerdictDraft
 from clearmed.signatures.records import Answer, GraphEntity, KnowledgeGraph, OptionVerdict, Question
 
 Q = Question(

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from clearmed.assemble import ConfiguredPriors
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, web_passage
@@ -289,7 +288,7 @@ def run(pages: list[Passage], followup: list[Passage], *, verifier: str) -> tupl
         InMemoryRetriever(LOCAL),
         TwoStageWeb(pages, followup),
         settings=ProgramSettings(json_fallback=False, parallel_pathways="off"),
-        quality_priors=ConfiguredPriors(QualityPriors()),  # as `clearmed ask` and `eval` assemble it
+        quality_priors=QualityPriors(),  # as `clearmed ask` and `eval` assemble it
         role_lms={"main": lm},
     )
     return program(question=QUESTION).decision, engine.calls
