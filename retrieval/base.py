@@ -48,8 +48,13 @@ class Retriever(Protocol):
 
 @runtime_checkable
 class WebSearch(Protocol):
-    """Dynamic search: up to `max_results` web results for a query, as passages with URL provenance."""
+    """Dynamic search: up to `max_results` web results for a query, as passages with URL provenance.
+
+    `max_query_chars` is the longest query the backend accepts (Tavily: 400), or None for no limit; callers
+    shorten longer queries before searching and record that they did.
+    """
 
     name: str
+    max_query_chars: int | None
 
     def search(self, query: str, max_results: int) -> list[Passage]: ...

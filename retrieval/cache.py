@@ -53,6 +53,7 @@ class CachedWebSearch:
             raise ValueError(f"cache mode must be record, replay or off, got {mode!r}")
         self.inner = inner
         self.name = inner.name
+        self.max_query_chars = inner.max_query_chars
         self.path = Path(path)
         self.mode: CacheMode = mode
         self.busy_timeout = busy_timeout

@@ -102,6 +102,8 @@ class SearchConfig(BaseModel):
 
     backend: SearchBackend = "offline"
     max_results: int = Field(default=8, ge=1, le=20)
+    # The longest query the backend accepts; None: the backend's own (Tavily 400, offline none).
+    max_query_chars: int | None = Field(default=None, ge=20)
     timeout: float = Field(default=20.0, gt=0, le=120)
     preset: str | None = None
     pages: Path | None = None

@@ -22,7 +22,7 @@ from clearmed.retrieval.corpus import (
 )
 from clearmed.retrieval.memory import InMemoryRetriever
 from clearmed.retrieval.offline_web import PAGE_MAPPING, OfflineWebSearch
-from clearmed.retrieval.tavily import TavilySearch
+from clearmed.retrieval.tavily import MAX_QUERY_CHARS, TavilySearch
 from clearmed.signatures.records import Passage
 
 
@@ -109,7 +109,7 @@ def build_web_search(cfg: SearchConfig, *, check_key: bool = True) -> WebSearch 
     if cfg.backend == "none":
         return None
     if cfg.backend == "tavily":
-        tavily = TavilySearch(cfg.tavily, timeout=cfg.timeout)
+        tavily = TavilySearch(cfg.tavily, timeout=cfg.timeout, max_query_chars=cfg.max_query_chars or MAX_QUERY_CHARS)
         if check_key and cfg.cache_mode != "replay":
             tavily.api_key()
         search = tavily
@@ -138,6 +138,8 @@ def build_web_search(cfg: SearchConfig, *, check_key: bool = True) -> WebSearch 
             index_dir=cfg.index_dir,
             one_per_url=cfg.one_per_url,
         )
+    if cfg.max_query_chars is not None:  # a configured limit applies to any backend (a proxy's, say)
+        search.max_query_chars = cfg.max_query_chars
     if cfg.cache_path is not None and cfg.cache_mode != "off":
         return CachedWebSearch(search, cfg.cache_path, cfg.cache_mode)
     return search

@@ -63,9 +63,14 @@ class InMemoryWebSearch:
     """Searches a fixed list of web-like pages; can be told to fail, to exercise failure paths."""
 
     def __init__(
-        self, pages: Sequence[Passage], name: str = "memory-web", fail_with: EvidenceError | None = None
+        self,
+        pages: Sequence[Passage],
+        name: str = "memory-web",
+        fail_with: EvidenceError | None = None,
+        max_query_chars: int | None = None,
     ) -> None:
         self.name = name
+        self.max_query_chars = max_query_chars
         self._pages = list(pages)
         self.fail_with = fail_with
         self.queries: list[str] = []

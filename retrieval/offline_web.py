@@ -27,6 +27,7 @@ class OfflineWebSearch:
 
     def __init__(self, index: BM25sRetriever, *, collection: str, one_per_url: bool = True) -> None:
         self.name = f"offline:{collection}"
+        self.max_query_chars: int | None = None  # a local index takes any query
         self.collection = collection
         self.one_per_url = one_per_url
         self._index = index

@@ -24,6 +24,9 @@ from clearmed.signatures.records import Passage, Provenance
 BACKEND = "tavily"
 # Tavily's documented ceiling for max_results.
 MAX_RESULTS = 20
+# Tavily answers HTTP 400 {"detail": {"error": "Query is too long. Max query length is 400 characters."}}
+# beyond this many characters.
+MAX_QUERY_CHARS = 400
 
 
 class TavilyOptions(BaseModel):
@@ -61,8 +64,11 @@ class TavilyOptions(BaseModel):
 class TavilySearch:
     """Implements `WebSearch` with Tavily; one client (one requests Session) per instance."""
 
-    def __init__(self, options: TavilyOptions | None = None, *, timeout: float = 20.0) -> None:
+    def __init__(
+        self, options: TavilyOptions | None = None, *, timeout: float = 20.0, max_query_chars: int = MAX_QUERY_CHARS
+    ) -> None:
         self.name = BACKEND
+        self.max_query_chars: int | None = max_query_chars
         self.options = options or TavilyOptions()
         self.timeout = timeout
         self._client: TavilyClient | None = None
@@ -93,6 +99,13 @@ class TavilySearch:
     def search(self, query: str, max_results: int) -> list[Passage]:
         if not query.strip():
             raise EvidenceError("empty search query", kind="bad_request", backend=BACKEND)
+        if self.max_query_chars is not None and len(query) > self.max_query_chars:
+            # Callers shorten queries first (and record it); sending this would only earn an HTTP 400.
+            raise EvidenceError(
+                f"query of {len(query)} characters is longer than Tavily accepts ({self.max_query_chars}); not sent",
+                kind="bad_request",
+                backend=BACKEND,
+            )
         if max_results <= 0:
             return []
         client, key = self._get_client()

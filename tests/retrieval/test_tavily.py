@@ -43,6 +43,9 @@ RESULTS = {
 }
 
 
+TAVILY_MAX_QUERY = 400
+
+
 class FakeTavily:
     """Behaviour switch + request log for the handler."""
 
@@ -59,6 +62,8 @@ def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            if len(body.get("query", "")) > TAVILY_MAX_QUERY:  # Tavily's documented limit and error body
+                return self._send(400, {"detail": {"error": "Query is too long. Max query length is 400 characters."}})
             mode = state.mode
             if mode == "slow":
                 time.sleep(1.5)
@@ -242,3 +247,30 @@ def test_options_forbid_unknown_keys_and_key_not_in_cache_params() -> None:
     params = TavilySearch(TavilyOptions(api_base_url="http://x")).cache_params()
     assert "api_base_url" not in params
     assert params["search_depth"] == "advanced"
+
+
+def test_the_fake_enforces_tavilys_query_limit(tavily: tuple[FakeTavily, TavilySearch]) -> None:
+    _, search = tavily
+    search.max_query_chars = None  # pretend the client knew no limit: the server's 400 must come back
+    with pytest.raises(EvidenceError) as raised:
+        search.search("q" * (TAVILY_MAX_QUERY + 1), 3)
+    assert raised.value.kind == "bad_request"
+    assert "Max query length is 400 characters" in str(raised.value)
+
+
+def test_an_over_limit_query_is_refused_before_sending(tavily: tuple[FakeTavily, TavilySearch]) -> None:
+    state, search = tavily
+    sent = len(state.requests)
+    with pytest.raises(EvidenceError, match="401 characters is longer than Tavily accepts") as raised:
+        search.search("q" * 401, 3)
+    assert raised.value.kind == "bad_request"
+    assert len(state.requests) == sent
+    assert search.search("q" * 400, 3)  # exactly at the limit is accepted
+
+
+def test_the_limit_comes_from_config() -> None:
+    from clearmed.retrieval.config import SearchConfig
+    from clearmed.retrieval.factory import build_web_search
+
+    assert build_web_search(SearchConfig(backend="tavily"), check_key=False).max_query_chars == 400
+    assert build_web_search(SearchConfig(backend="tavily", max_query_chars=300), check_key=False).max_query_chars == 300
