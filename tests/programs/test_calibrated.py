@@ -1,0 +1,86 @@
+"""The calibrated verifier: log-linear pooling of the pathways' option distributions, read as CLEAR routes."""
+
+from __future__ import annotations
+
+import pytest
+
+from clearmed.programs._calibrated import confidence_label, pool, pooled_route
+
+EQUAL = {"parametric": 1.0, "local": 1.0, "dynamic": 1.0}
+
+
+def test_pooling_is_log_linear_and_normalised() -> None:
+    combined = pool({"parametric": {"A": 0.6, "B": 0.4}, "local": {"A": 0.5, "B": 0.5}}, EQUAL)
+    assert combined["A"] == pytest.approx(0.6)  # the uniform local pathway changes nothing
+    assert sum(combined.values()) == pytest.approx(1.0)
+    doubled = pool({"parametric": {"A": 0.6, "B": 0.4}}, {"parametric": 2.0})
+    assert doubled["A"] == pytest.approx(0.36 / (0.36 + 0.16))
+    assert pool({"parametric": {"A": 0.9, "B": 0.1}}, {"parametric": 0.0})["A"] == pytest.approx(0.5)
+
+
+def test_a_zero_probability_does_not_veto() -> None:
+    combined = pool(
+        {"parametric": {"A": 0.0, "B": 1.0}, "local": {"A": 1.0, "B": 0.0}}, {"parametric": 1.0, "local": 2.0}
+    )
+    assert max(combined, key=combined.__getitem__) == "A"
+
+
+def test_unanimous_pathways_give_consensus() -> None:
+    dist = {"A": 0.7, "B": 0.3}
+    result = pooled_route(
+        {"parametric": ("A",), "local": ("A",), "dynamic": ("A",)},
+        {"parametric": dist, "local": dist, "dynamic": dist},
+        EQUAL,
+    )
+    assert result.route == "consensus"
+    assert result.letter == "A"
+    assert result.probability > 0.9
+
+
+def test_a_confident_lone_pathway_gets_its_own_route() -> None:
+    answers = {"parametric": ("A",), "local": ("B",), "dynamic": ("C",)}
+    dists = {
+        "parametric": {"A": 0.4, "B": 0.3, "C": 0.3},
+        "local": {"A": 0.3, "B": 0.4, "C": 0.3},
+        "dynamic": {"A": 0.05, "B": 0.05, "C": 0.9},
+    }
+    assert pooled_route(answers, dists, EQUAL).route == "accept_dynamic"
+    dists["local"] = {"A": 0.01, "B": 0.98, "C": 0.01}
+    dists["dynamic"] = {"A": 0.3, "B": 0.3, "C": 0.4}
+    assert pooled_route(answers, dists, EQUAL).route == "keep_local"
+    # The weights decide between pathways: a silenced local pathway hands it back to parametric.
+    assert pooled_route(answers, dists, {"parametric": 3.0, "local": 0.0, "dynamic": 1.0}).route == "keep_parametric"
+
+
+def test_two_pathways_sharing_the_pooled_answer_are_a_consensus() -> None:
+    answers = {"parametric": ("A",), "local": ("A",), "dynamic": ("B",)}
+    dists = {"parametric": {"A": 0.6, "B": 0.4}, "local": {"A": 0.7, "B": 0.3}, "dynamic": {"A": 0.45, "B": 0.55}}
+    assert pooled_route(answers, dists, EQUAL).route == "consensus"
+
+
+def test_a_pool_that_chose_no_pathways_answer_falls_to_the_best_rated_answer() -> None:
+    answers = {"parametric": ("A",), "local": ("B",)}
+    dists = {"parametric": {"A": 0.4, "B": 0.25, "C": 0.35}, "local": {"A": 0.3, "B": 0.35, "C": 0.35}}
+    result = pooled_route(answers, dists, EQUAL)
+    assert result.route == "keep_parametric"
+    assert result.letter == "A"
+
+
+def test_low_pooled_confidence_asks_for_more_search_when_allowed() -> None:
+    answers = {"parametric": ("A",), "local": ("B",)}
+    dists = {"parametric": {"A": 0.55, "B": 0.45}, "local": {"A": 0.45, "B": 0.55}}
+    assert pooled_route(answers, dists, EQUAL, more_search_below=0.6).route == "needs_more_search"
+    assert (
+        pooled_route(answers, dists, EQUAL, more_search_below=0.6, allow_more_search=False).route != "needs_more_search"
+    )
+    assert pooled_route(answers, dists, EQUAL, more_search_below=0.0).route != "needs_more_search"
+
+
+def test_nothing_answered() -> None:
+    assert pooled_route({"parametric": None}, {}, EQUAL).route == "needs_more_search"
+    assert pooled_route({"parametric": None}, {}, EQUAL, allow_more_search=False).route == "keep_parametric"
+
+
+@pytest.mark.parametrize(("p", "label"), [(0.95, "high"), (0.8, "high"), (0.6, "medium"), (0.49, "low")])
+def test_confidence_label(p: float, label: str) -> None:
+    assert confidence_label(p) == label
