@@ -141,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _load_command_modules() -> list:
     from clearmed.commands import compile as compile_command
-    from clearmed.commands import doctor, evaluate, export_sft, index, tune
+    from clearmed.commands import doctor, evaluate, export_sft, index, report, tune
 
-    return [evaluate, index, export_sft, compile_command, tune, doctor]
+    return [evaluate, report, index, export_sft, compile_command, tune, doctor]
 
 
 _COMMAND_MODULES = _load_command_modules()
