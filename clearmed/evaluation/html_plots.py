@@ -51,7 +51,7 @@ def _rules_plot(summaries: Sequence[RunSummary], labels: Sequence[str]) -> str:
     import matplotlib.pyplot as plt
 
     rules = sorted({rule for s in summaries for rule in s.rule_counts})
-    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * len(rules) * max(1, len(summaries)) ** 0.5))
+    fig, ax = plt.subplots(figsize=(5.5, 0.9 + 0.3 * len(rules) * max(1, len(summaries)) ** 0.5))
     height = 0.8 / max(1, len(summaries))
     for offset, (summary, label) in enumerate(zip(summaries, labels, strict=True)):
         counts = [summary.rule_counts.get(rule, 0) for rule in rules]
@@ -74,7 +74,7 @@ def _pathways_plot(summaries: Sequence[RunSummary], labels: Sequence[str]) -> st
     if not rows:
         return None
     bars = ["parametric", "local", "dynamic", "deterministic\nverifier", "program", "oracle"]
-    fig, ax = plt.subplots(figsize=(7, 3.4))
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
     width = 0.8 / len(rows)
     for offset, (summary, label) in enumerate(rows):
         worth = summary.pathways
