@@ -58,7 +58,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     question = _question_from_args(args)
     config = load_config(args.config)
-    from clearmed.programs.input_budget import over_budget
+    from clearmed.programs import over_budget
 
     refusal = over_budget(question, config.program)  # before loading a model that could not read it
     if refusal is not None:

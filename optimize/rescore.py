@@ -26,11 +26,17 @@ from clearmed.errors import UsageError
 from clearmed.evaluation.store import EvalRecord, read_records
 from clearmed.metrics import score_mcq
 from clearmed.optimize.replay import RecordedActions, ReplayMiss, replay_decision
-from clearmed.programs.adjudication import AdjudicationActions, Mechanisms
-from clearmed.programs.clear import CLEAR, LiveActions
-from clearmed.programs.run_context import Ledger, RunContext, activate
+from clearmed.programs import (
+    CLEAR,
+    AdjudicationActions,
+    Ledger,
+    LiveActions,
+    Mechanisms,
+    RunContext,
+    activate,
+    gate_accepts,
+)
 from clearmed.programs.settings import ProgramSettings, clear_variant_settings
-from clearmed.programs.task_adapters import gate_accepts
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import CallUsage, Decision, Question, Thresholds
 

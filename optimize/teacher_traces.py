@@ -24,9 +24,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from clearmed.programs.answers import answer_format, format_options, parse_letters
-from clearmed.programs.formatting import format_passages, render_question
-from clearmed.programs.judge_rules import normalise_decision
+from clearmed.programs import (
+    answer_format,
+    format_options,
+    format_passages,
+    normalise_decision,
+    parse_letters,
+    render_question,
+)
 from clearmed.signatures.option_judge import JudgeOptions, JudgeOptionsWithGraph
 from clearmed.signatures.records import Decision, KnowledgeGraph, OptionJudgment, Passage, PathwayName, Record
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from clearmed.programs._text_agreement import texts_agree
 from clearmed.signatures.records import Answer, AnswerMode, Question
 
 _PREFIX = re.compile(
@@ -114,16 +115,11 @@ def parse_answer(raw: str | None, question: Question) -> Answer | None:
     return Answer(letters=letters) if letters else None
 
 
-def normalised_free_text(text: str) -> str:
-    """The free-text agreement key: case, punctuation, articles and word order do not matter."""
-    words = [w for w in _normalise_text(text).split() if w not in {"a", "an", "the", "of", "with", "and"}]
-    return " ".join(sorted(words))
-
-
 def answers_agree(first: Answer | None, second: Answer | None) -> bool | None:
-    """MCQ answers agree when their letter sets are equal; free text by the normaliser. None if one is absent."""
+    """MCQ answers agree when their letter sets are equal; free text when one's clinical concepts are (nearly)
+    all in the other's (`_text_agreement`: spelling, synonyms and paraphrase). None if one is absent."""
     if first is None or second is None:
         return None
     if first.letters or second.letters:
         return first.letters == second.letters
-    return normalised_free_text(first.text or "") == normalised_free_text(second.text or "")
+    return texts_agree(first.text or "", second.text or "")

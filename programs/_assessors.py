@@ -7,16 +7,17 @@ from typing import Generic, TypeVar
 
 import dspy
 
-from clearmed.programs.answers import format_options
-from clearmed.programs.formatting import render_question
-from clearmed.programs.pathways import search_web
-from clearmed.programs.quality import SourceQualityAssessor, label_passages
+from clearmed.programs._answers import format_options
+from clearmed.programs._evidence_search import search_web
+from clearmed.programs._evidence_view import render_dynamic_evidence
+from clearmed.programs._formatting import render_question
+from clearmed.programs._quality import SourceQualityAssessor, label_passages
+from clearmed.programs._results import QualityResult
+from clearmed.programs._run_context import current
+from clearmed.programs._shared import Shared
+from clearmed.programs._stage import run_stage
 from clearmed.programs.rules import competing_answers
-from clearmed.programs.run_context import current
 from clearmed.programs.settings import Stage
-from clearmed.programs.shared import Shared
-from clearmed.programs.stage import run_stage
-from clearmed.programs.verifier import render_dynamic_evidence
 from clearmed.retrieval.base import WebSearch
 from clearmed.signatures.clear import AssessChallenge, AssessOverride, GenerateFollowUpQuery
 from clearmed.signatures.records import (
@@ -67,12 +68,12 @@ class FollowUpSearch(dspy.Module):
         self.search = Shared(search)
         self.assessor = assessor
 
-    def forward(self, bundle: EvidenceBundle, trigger: str) -> dspy.Prediction:
+    def forward(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
         search: WebSearch | None = self.search.value
         round_number = len(bundle.followups) + 1
         if search is None:
             absent = StepError(stage="followup_search", kind="search_error", message="no web search configured")
-            return dspy.Prediction(round=FollowUpRound(trigger=trigger, error=absent))  # type: ignore[arg-type]
+            return FollowUpRound(trigger=trigger, error=absent)  # type: ignore[arg-type]
         conflict, options = conflict_description(bundle)
         result = run_stage(
             "followup_query",
@@ -90,8 +91,10 @@ class FollowUpSearch(dspy.Module):
         passages = [p for p in found if (p.provenance.url or p.provenance.doc_id) not in seen]
         failure = error or result.error
         if not passages:
-            return dspy.Prediction(round=FollowUpRound(trigger=trigger, query=query, error=failure))  # type: ignore[arg-type]
-        assessed = self.assessor(question_text=bundle.question.text, passages=passages, stage="followup_quality")
+            return FollowUpRound(trigger=trigger, query=query, error=failure)  # type: ignore[arg-type]
+        assessed: QualityResult = self.assessor(
+            question_text=bundle.question.text, passages=passages, stage="followup_quality"
+        )
         round_ = FollowUpRound(
             trigger=trigger,  # type: ignore[arg-type]
             query=query,
@@ -99,7 +102,7 @@ class FollowUpSearch(dspy.Module):
             source_quality=assessed.quality,
             error=failure or assessed.error,
         )
-        return dspy.Prediction(round=round_)
+        return round_
 
 
 AssessmentT = TypeVar("AssessmentT", GuardAssessment, AuditAssessment)
@@ -135,9 +138,9 @@ class _ConflictAssessor(dspy.Module, Generic[AssessmentT]):
         if result.prediction is None:
             assert result.error is not None
             return result.error
-        prediction = result.prediction
-        conditions = {name: bool(getattr(prediction, name)) for name in self.record.model_fields if name != "rationale"}
-        return self.record(**conditions, rationale=str(prediction.rationale or ""))
+        fields = result.prediction.toDict()
+        conditions = {name: bool(fields[name]) for name in self.record.model_fields if name != "rationale"}
+        return self.record(**conditions, rationale=str(fields["rationale"] or ""))
 
 
 class OverrideGuard(_ConflictAssessor[GuardAssessment]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from clearmed.programs.stage import record_tool_call
+from clearmed.programs._stage import record_tool_call
 from clearmed.retrieval.base import EvidenceError, WebSearch
 from clearmed.signatures.records import ErrorKind, Passage, PathwayName, StepError
 

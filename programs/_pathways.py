@@ -11,19 +11,21 @@ the option-wise judge (MedJudgeRAG); the dynamic search is one query or query-pl
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import dspy
 
-from clearmed.programs.answers import answer_format, format_options
-from clearmed.programs.formatting import format_passages, render_question
-from clearmed.programs.judge import OptionWiseJudge
-from clearmed.programs.pathway_search import evidence_failure, reid, search_web
-from clearmed.programs.qpis import QueryPlannedSearch
-from clearmed.programs.quality import SourceQualityAssessor, label_passages
-from clearmed.programs.run_context import current
-from clearmed.programs.shared import Shared
-from clearmed.programs.stage import StageResult, lm_name, record_tool_call, run_stage
-from clearmed.programs.task_adapters import FormatGate, resolve_answer
+from clearmed.programs._answers import answer_format, format_options
+from clearmed.programs._evidence_search import evidence_failure, reid, search_web
+from clearmed.programs._formatting import format_passages, render_question
+from clearmed.programs._judge import OptionWiseJudge
+from clearmed.programs._qpis import QueryPlannedSearch
+from clearmed.programs._quality import SourceQualityAssessor, label_passages
+from clearmed.programs._results import JudgeResult, PathwayResult, QualityResult, SearchResult
+from clearmed.programs._run_context import current
+from clearmed.programs._shared import Shared
+from clearmed.programs._stage import StageResult, lm_name, record_tool_call, run_stage
+from clearmed.programs._task_adapters import FormatGate, resolve_answer
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.query import build_query
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
@@ -33,11 +35,8 @@ from clearmed.signatures.records import (
     Passage,
     PathwayName,
     Question,
-    SourceQuality,
     StepError,
 )
-
-__all__ = ["DynamicPathway", "LocalPathway", "ParametricPathway", "build_query", "reid", "search_web"]
 
 
 def _candidate_from(
@@ -46,6 +45,7 @@ def _candidate_from(
     question: Question,
     gate: FormatGate,
     stage: str,
+    cited: Sequence[str] = (),
     **extra: object,
 ) -> Candidate:
     context_lm = current().lm_for(stage)[1]
@@ -53,7 +53,6 @@ def _candidate_from(
         return Candidate(pathway=pathway, error=result.error, model=lm_name(context_lm), **extra)  # type: ignore[arg-type]
     raw = result.prediction.answer
     answer, error = resolve_answer(gate, question, raw, stage)
-    cited = list(getattr(result.prediction, "cited_ids", []) or [])
     return Candidate(
         pathway=pathway,
         answer=answer,
@@ -74,7 +73,7 @@ class ParametricPathway(dspy.Module):
         self.answer = dspy.Predict(AnswerFromKnowledge)
         self.gate = gate or FormatGate()
 
-    def forward(self, question: Question) -> dspy.Prediction:
+    def forward(self, question: Question) -> PathwayResult:
         result = run_stage(
             "parametric",
             self.answer,
@@ -82,7 +81,7 @@ class ParametricPathway(dspy.Module):
             options=format_options(question),
             answer_format=answer_format(question),
         )
-        return dspy.Prediction(candidate=_candidate_from("parametric", result, question, self.gate, "parametric"))
+        return PathwayResult(candidate=_candidate_from("parametric", result, question, self.gate, "parametric"))
 
 
 class EvidenceAnswerer(dspy.Module):
@@ -104,7 +103,9 @@ class EvidenceAnswerer(dspy.Module):
         answerer = settings.local_answerer if pathway == "local" else settings.dynamic_answerer
         if answerer == "judge" and question.is_mcq:
             stage = f"{pathway}_judge"
-            judged = self.judge(question=question, passages=passages, stage=stage, mode=settings.judge_mode)
+            judged: JudgeResult = self.judge(
+                question=question, passages=passages, stage=stage, mode=settings.judge_mode
+            )
             return _judged_candidate(pathway, judged.judgment, judged.error, stage, **extra)
         stage = f"{pathway}_answer"
         result = run_stage(
@@ -115,7 +116,8 @@ class EvidenceAnswerer(dspy.Module):
             answer_format=answer_format(question),
             evidence=format_passages(passages, settings.passage_words),
         )
-        return _candidate_from(pathway, result, question, gate, stage, **extra)
+        cited = (result.prediction.cited_ids or []) if result.prediction is not None else []
+        return _candidate_from(pathway, result, question, gate, stage, cited, **extra)
 
 
 def _judged_candidate(
@@ -156,12 +158,12 @@ class LocalPathway(dspy.Module):
         self.reader = EvidenceAnswerer()
         self.gate = gate or FormatGate()
 
-    def forward(self, question: Question) -> dspy.Prediction:
+    def forward(self, question: Question) -> PathwayResult:
         retriever: Retriever | None = self.retriever.value
         settings = current().settings
         if retriever is None:
             error = StepError(stage="local_retrieval", kind="retrieval_error", message="no local corpus configured")
-            return dspy.Prediction(candidate=Candidate(pathway="local", error=error), passages=[])
+            return PathwayResult(candidate=Candidate(pathway="local", error=error))
         query = build_query(question, settings.query_includes_options)
         started = time.perf_counter()
         try:
@@ -169,17 +171,16 @@ class LocalPathway(dspy.Module):
         except Exception as exc:  # a broken index must not take the question down
             record_tool_call("local_retrieval", time.perf_counter() - started, backend=retriever.name, failed=True)
             error = evidence_failure("local", "local_retrieval", exc)
-            return dspy.Prediction(
-                candidate=Candidate(pathway="local", retriever=retriever.name, query=query, error=error),
-                passages=[],
+            return PathwayResult(
+                candidate=Candidate(pathway="local", retriever=retriever.name, query=query, error=error)
             )
         record_tool_call("local_retrieval", time.perf_counter() - started, backend=retriever.name, failed=False)
         extra = {"retriever": retriever.name, "query": query, "passage_ids": [p.id for p in passages]}
         if not passages:
             error = StepError(stage="local_retrieval", kind="retrieval_error", message="no passage matched the query")
-            return dspy.Prediction(candidate=Candidate(pathway="local", error=error, **extra), passages=[])  # type: ignore[arg-type]
+            return PathwayResult(candidate=Candidate(pathway="local", error=error, **extra))  # type: ignore[arg-type]
         candidate = self.reader(question=question, passages=passages, pathway="local", gate=self.gate, **extra)
-        return dspy.Prediction(candidate=candidate, passages=passages)
+        return PathwayResult(candidate=candidate, passages=passages)
 
 
 class DynamicPathway(dspy.Module):
@@ -196,17 +197,16 @@ class DynamicPathway(dspy.Module):
         self.planner = QueryPlannedSearch()
         self.gate = gate or FormatGate()
 
-    def forward(self, question: Question) -> dspy.Prediction:
+    def forward(self, question: Question) -> PathwayResult:
         search: WebSearch | None = self.search.value
         settings = current().settings
-        empty = SourceQuality()
         if search is None:
             absent = StepError(stage="dynamic_search", kind="search_error", message="no web search configured")
-            return dspy.Prediction(candidate=Candidate(pathway="dynamic", error=absent), passages=[], quality=empty)
+            return PathwayResult(candidate=Candidate(pathway="dynamic", error=absent))
         query = build_query(question, settings.query_includes_options)
         plan = None
         if settings.dynamic_search_mode == "qpis":
-            planned = self.planner(question=question, search=search, fallback_query=query)
+            planned: SearchResult = self.planner(question=question, search=search, fallback_query=query)
             passages, error, plan = planned.passages, planned.error, planned.plan
             query = " | ".join(q for r in plan.rounds for q in r.queries)
         else:
@@ -222,12 +222,12 @@ class DynamicPathway(dspy.Module):
                 stage="dynamic_search", kind="search_error", message="the search found nothing"
             )
             candidate = Candidate(pathway="dynamic", error=failure, **extra)  # type: ignore[arg-type]
-            return dspy.Prediction(candidate=candidate, passages=passages, quality=empty, quality_error=None)
+            return PathwayResult(candidate=candidate, passages=passages)
         # a_dynamic = M(q, E) and S = AssessQuality(q, E) are independent (eq. 4). Answering first puts the two
         # evidence-answer calls back to back, so an in-process model reuses their shared prompt prefix.
         candidate = self.reader(question=question, passages=passages, pathway="dynamic", gate=self.gate, **extra)
-        assessed = self.assessor(question_text=question.text, passages=passages)
+        assessed: QualityResult = self.assessor(question_text=question.text, passages=passages)
         passages = label_passages(passages, assessed.quality)
-        return dspy.Prediction(
+        return PathwayResult(
             candidate=candidate, passages=passages, quality=assessed.quality, quality_error=assessed.error
         )

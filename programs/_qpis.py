@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import dspy
 
-from clearmed.programs.answers import format_options
-from clearmed.programs.formatting import format_passages
-from clearmed.programs.pathway_search import reid, search_web
-from clearmed.programs.run_context import current
-from clearmed.programs.stage import run_stage
+from clearmed.programs._answers import format_options
+from clearmed.programs._evidence_search import reid, search_web
+from clearmed.programs._formatting import format_passages
+from clearmed.programs._results import SearchResult
+from clearmed.programs._run_context import current
+from clearmed.programs._stage import run_stage
 from clearmed.retrieval.base import WebSearch
 from clearmed.signatures.qpis import CheckEvidence, PlanSubqueries
 from clearmed.signatures.records import Passage, Question, SearchPlan, SearchRound
@@ -59,7 +60,7 @@ class QueryPlannedSearch(dspy.Module):
         self.plan = dspy.Predict(PlanSubqueries)
         self.check = dspy.Predict(CheckEvidence)
 
-    def forward(self, question: Question, search: WebSearch, fallback_query: str) -> dspy.Prediction:
+    def forward(self, question: Question, search: WebSearch, fallback_query: str) -> SearchResult:
         settings = current().settings
         limit = settings.qpis_max_passages or 2 * settings.dynamic_k
         options = format_options(question)
@@ -132,4 +133,4 @@ class QueryPlannedSearch(dspy.Module):
             queries = next_queries
 
         error = next((r.error for r in plan.rounds if r.error is not None), None)
-        return dspy.Prediction(passages=passages, plan=plan, error=error if not passages else None)
+        return SearchResult(passages=passages, plan=plan, error=error if not passages else None)

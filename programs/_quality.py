@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 import dspy
 
-from clearmed.programs.formatting import format_search_results
-from clearmed.programs.run_context import current
-from clearmed.programs.stage import run_stage
+from clearmed.programs._formatting import format_search_results
+from clearmed.programs._results import QualityResult
+from clearmed.programs._run_context import current
+from clearmed.programs._stage import run_stage
 from clearmed.retrieval.quality import QualityPriors, label_ceiling, prior_assessment, prior_features
 from clearmed.retrieval.screening import cap_label, screen
 from clearmed.signatures.clear import AssessSourceQuality
@@ -69,9 +70,9 @@ class SourceQualityAssessor(dspy.Module):
             return prior_assessment(passage, self.priors)
         return QualityAssessment(passage_id=passage.id, label="low", reason="unassessed: counted as low")
 
-    def forward(self, question_text: str, passages: list[Passage], stage: str = "source_quality") -> dspy.Prediction:
+    def forward(self, question_text: str, passages: list[Passage], stage: str = "source_quality") -> QualityResult:
         if not passages:
-            return dspy.Prediction(quality=SourceQuality(), error=None)
+            return QualityResult(quality=SourceQuality())
         features = {p.id: prior_features(p) for p in passages} if self.priors is not None else {}
         settings = current().settings
         words = settings.quality_snippet_words or settings.passage_words
@@ -102,4 +103,4 @@ class SourceQualityAssessor(dspy.Module):
         error = result.error
         if error is None and missing:
             error = StepError(stage=stage, kind="parse_error", message=f"no quality label for {', '.join(missing)}")
-        return dspy.Prediction(quality=SourceQuality(assessments=assessments, origin=origin), error=error)
+        return QualityResult(quality=SourceQuality(assessments=assessments, origin=origin), error=error)

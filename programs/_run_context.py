@@ -53,9 +53,17 @@ def supports_concurrency(lm: dspy.BaseLM) -> bool:
 _CURRENT: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("clearmed_run", default=None)
 
 
+class NoRunContext(RuntimeError):
+    """A stage ran outside a run: its usage rows would have nowhere to go."""
+
+
 def current() -> RunContext:
-    """The active run context, or a default one (main LM from dspy.settings, no ledger kept)."""
-    return _CURRENT.get() or RunContext()
+    """The active run context. Outside `activate(...)` (which CLEAR and SinglePathway open per question) this
+    raises rather than hand out a throwaway context whose usage rows would silently vanish."""
+    context = _CURRENT.get()
+    if context is None:
+        raise NoRunContext("no active run context: run stages inside `activate(RunContext(...))`")
+    return context
 
 
 @contextlib.contextmanager

@@ -13,8 +13,8 @@ import dspy
 from dspy.utils.exceptions import LMTransportError
 from dspy.utils.usage_tracker import UsageTracker
 
-from clearmed.programs.adapter import TolerantChatAdapter
-from clearmed.programs.run_context import current
+from clearmed.programs._adapter import TolerantChatAdapter
+from clearmed.programs._run_context import current
 from clearmed.programs.settings import Stage
 from clearmed.signatures.records import CallUsage, ErrorKind, StepError
 

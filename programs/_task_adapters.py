@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dspy
 
-from clearmed.programs.answers import answer_format, format_options, parse_answer, parse_letters
-from clearmed.programs.formatting import format_passages
-from clearmed.programs.run_context import current
-from clearmed.programs.stage import run_stage
+from clearmed.programs._answers import answer_format, format_options, parse_answer, parse_letters
+from clearmed.programs._formatting import format_passages
+from clearmed.programs._results import GateResult, ResponseResult
+from clearmed.programs._run_context import current
+from clearmed.programs._stage import run_stage
 from clearmed.signatures.clear import ComposeResponse, MapToOptions
 from clearmed.signatures.records import Answer, EvidenceBundle, Question, StepError
 
@@ -35,12 +36,12 @@ class FormatGate(dspy.Module):
         super().__init__()
         self.map = dspy.Predict(MapToOptions)
 
-    def forward(self, question: Question, raw_answer: str | None) -> dspy.Prediction:
+    def forward(self, question: Question, raw_answer: str | None) -> GateResult:
         parsed = parse_answer(raw_answer, question)
         if parsed is not None or not question.is_mcq or not raw_answer or not raw_answer.strip():
-            return dspy.Prediction(answer=parsed, error=None, used_lm=False)
+            return GateResult(answer=parsed)
         if not current().settings.format_gate_lm:
-            return dspy.Prediction(answer=None, error=None, used_lm=False)
+            return GateResult(answer=None)
         result = run_stage(
             "format_gate",
             self.map,
@@ -50,16 +51,16 @@ class FormatGate(dspy.Module):
             proposed_answer=raw_answer,
         )
         if result.prediction is None:
-            return dspy.Prediction(answer=None, error=result.error, used_lm=True)
+            return GateResult(answer=None, error=result.error)
         letters = parse_letters(result.prediction.letters, question.options or {}, question.answer_mode)
-        return dspy.Prediction(answer=Answer(letters=letters) if letters else None, error=None, used_lm=True)
+        return GateResult(answer=Answer(letters=letters) if letters else None)
 
 
 def resolve_answer(
     gate: FormatGate, question: Question, raw_answer: str | None, stage: str
 ) -> tuple[Answer | None, StepError | None]:
     """An answer for a candidate: parsed, gate-mapped, or None with an `invalid_answer` error recorded."""
-    gated = gate(question=question, raw_answer=raw_answer)
+    gated: GateResult = gate(question=question, raw_answer=raw_answer)
     if gated.answer is not None:
         return gated.answer, None
     if gated.error is not None:
@@ -80,7 +81,7 @@ class ResponseGenerator(dspy.Module):
         super().__init__()
         self.compose = dspy.Predict(ComposeResponse)
 
-    def forward(self, bundle: EvidenceBundle, conclusion: Answer, rationale: str) -> dspy.Prediction:
+    def forward(self, bundle: EvidenceBundle, conclusion: Answer, rationale: str) -> ResponseResult:
         words = current().settings.passage_words
         evidence = format_passages([*bundle.local_passages, *bundle.all_dynamic_passages()], words)
         result = run_stage(
@@ -92,4 +93,4 @@ class ResponseGenerator(dspy.Module):
             evidence=evidence,
         )
         text = result.prediction.response if result.prediction is not None else None
-        return dspy.Prediction(response=text, error=result.error)
+        return ResponseResult(response=text, error=result.error)

@@ -11,19 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from clearmed.programs.answers import parse_letters
-from clearmed.signatures.option_judge import EntityDraft, RelationDraft, VerdictDraft
+from clearmed.programs._answers import parse_letters
+from clearmed.signatures.option_judge import VerdictDraft
 from clearmed.signatures.records import (
     Answer,
-    GraphCleanup,
-    GraphEntity,
-    GraphRelation,
     JudgeDecision,
     KnowledgeGraph,
     OptionJudgment,
     OptionVerdict,
     Question,
-    SemanticGroup,
     Verdict,
 )
 
@@ -210,112 +206,6 @@ def answer_from_verdicts(
     return None, "parametric: no parseable answer"
 
 
-# ------------------------------------------------------------------------------------------- knowledge graph
-
-_GROUPS: tuple[SemanticGroup, ...] = (
-    "ACTI", "ANAT", "CHEM", "CONC", "DEVI", "DISO", "GENE", "GEOG", "LIVB", "OBJC", "OCCU", "ORGA", "PHEN", "PHYS", "PROC",
-)  # fmt: skip
-# Names models write for a group (UMLS group names, and the semantic types weak models reach for).
-_GROUP_WORDS: dict[str, SemanticGroup] = {
-    "activities": "ACTI", "activity": "ACTI", "behavior": "ACTI", "behaviour": "ACTI",
-    "anatomy": "ANAT", "anatomical": "ANAT", "organ": "ANAT", "tissue": "ANAT", "cell": "ANAT", "body": "ANAT",
-    "chemicals": "CHEM", "chemical": "CHEM", "drug": "CHEM", "drugs": "CHEM", "medication": "CHEM",
-    "hormone": "CHEM", "enzyme": "CHEM", "protein": "CHEM", "substance": "CHEM", "vitamin": "CHEM",
-    "concepts": "CONC", "concept": "CONC", "idea": "CONC",
-    "devices": "DEVI", "device": "DEVI",
-    "disorders": "DISO", "disorder": "DISO", "disease": "DISO", "condition": "DISO", "symptom": "DISO",
-    "sign": "DISO", "finding": "DISO", "syndrome": "DISO", "injury": "DISO",
-    "genes": "GENE", "gene": "GENE", "mutation": "GENE",
-    "geographic": "GEOG", "geography": "GEOG", "place": "GEOG",
-    "living": "LIVB", "organism": "LIVB", "bacteria": "LIVB", "bacterium": "LIVB", "virus": "LIVB",
-    "pathogen": "LIVB", "population": "LIVB", "patient": "LIVB",
-    "objects": "OBJC", "object": "OBJC",
-    "occupations": "OCCU", "occupation": "OCCU",
-    "organizations": "ORGA", "organization": "ORGA",
-    "phenomena": "PHEN", "phenomenon": "PHEN",
-    "physiology": "PHYS", "physiological": "PHYS", "function": "PHYS", "process": "PHYS",
-    "procedures": "PROC", "procedure": "PROC", "test": "PROC", "treatment": "PROC", "therapy": "PROC",
-    "surgery": "PROC", "diagnostic": "PROC", "lab": "PROC",
-}  # fmt: skip
-
-RELATION_TYPES: frozenset[str] = frozenset(
-    {
-        "treats", "prevents", "causes", "complicates", "diagnoses", "manifestation_of", "associated_with",
-        "risk_factor_for", "interacts_with", "contraindicated_with", "location_of", "part_of", "isa", "affects",
-        "produces", "measures", "result_of", "precedes", "indicates", "inhibits", "increases", "decreases",
-        "caused_by", "treated_by", "has_finding", "first_line_for", "adverse_effect_of",
-    }
-)  # fmt: skip
-
-
-def normalise_group(text: str) -> tuple[SemanticGroup | None, bool]:
-    """(group, whether it had to be mapped from another spelling)."""
-    upper = text.strip().upper()
-    if upper in _GROUPS:
-        return upper, False
-    for word in re.findall(r"[a-z]+", text.casefold()):
-        if word in _GROUP_WORDS:
-            return _GROUP_WORDS[word], True
-    return None, False
-
-
-def normalise_relation(text: str) -> str | None:
-    key = re.sub(r"[\s\-]+", "_", text.strip().casefold())
-    return key if key in RELATION_TYPES else None
-
-
-def clean_graph(
-    entities: Sequence[EntityDraft], relations: Sequence[RelationDraft], evidence_ids: set[str]
-) -> KnowledgeGraph:
-    """MedJudgeRAG's schema-aware post-processing: types normalised to the 15 groups, invalid relation types
-    dropped, relations between unknown entities dropped; and document grounding enforced: citations outside the
-    evidence are removed, and an element left citing nothing is dropped."""
-    cleanup = GraphCleanup()
-
-    def grounded_in_evidence(raw: list[str]) -> list[str]:
-        ids = cited_ids(raw)
-        grounded = [i for i in ids if i in evidence_ids]
-        cleanup.citations_removed += len(ids) - len(grounded)
-        return grounded
-
-    kept: list[GraphEntity] = []
-    for draft in entities:
-        group, mapped = normalise_group(draft.type)
-        if group is None:
-            cleanup.entities_dropped_type += 1
-            continue
-        cleanup.types_normalised += int(mapped)
-        grounded = grounded_in_evidence(draft.evidence)
-        if not grounded:
-            cleanup.entities_dropped_ungrounded += 1
-            continue
-        kept.append(GraphEntity(id=draft.id.strip(), name=draft.name.strip(), type=group, evidence=grounded))
-    names = {e.id for e in kept}
-    links: list[GraphRelation] = []
-    for link in relations:
-        relation = normalise_relation(link.relation)
-        if relation is None:
-            cleanup.relations_dropped_type += 1
-            continue
-        if link.source.strip() not in names or link.target.strip() not in names:
-            cleanup.relations_dropped_orphan += 1
-            continue
-        grounded = grounded_in_evidence(link.evidence)
-        if not grounded:
-            cleanup.relations_dropped_ungrounded += 1
-            continue
-        links.append(
-            GraphRelation(
-                id=link.id.strip(),
-                source=link.source.strip(),
-                relation=relation,
-                target=link.target.strip(),
-                evidence=grounded,
-            )
-        )
-    return KnowledgeGraph(entities=kept, relations=links, cleanup=cleanup)
-
-
 # ------------------------------------------------------------------------------------------- the whole judgement
 
 
@@ -356,47 +246,3 @@ def option_support(judgment: OptionJudgment | None, answer: Answer | None) -> bo
     return all(
         (v := judgment.verdict_for(letter)) is not None and v.verdict == "supported" for letter in answer.letters
     )
-
-
-# ------------------------------------------------------------------------------------------- parser fallback
-
-_SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\s*(.*?)(?=\[\[ ## \w+ ## \]\]|\Z)", re.DOTALL)
-_VERDICT_LINE = re.compile(
-    r"^\W*(?:option\s+)?\(?([A-Z])\)?\b(.*?)\b(supported|contradicted|insufficient)\b(.*)$", re.IGNORECASE
-)
-
-
-def raw_sections(raw: str) -> dict[str, str]:
-    """ChatAdapter-style '[[ ## field ## ]]' sections of a raw completion."""
-    return {name: body.strip() for name, body in _SECTION.findall(raw)}
-
-
-def parse_verdict_lines(text: str) -> list[VerdictDraft]:
-    """Salvage verdicts from text the typed parse rejected: JSON-ish lists, or one 'A: supported [L1]' per line.
-
-    Used only after the adapter failed; whatever it recovers still goes through `validate_verdicts`.
-    """
-    drafts: list[VerdictDraft] = []
-    for line in text.splitlines():
-        match = _VERDICT_LINE.match(line.strip())
-        if match is None:
-            continue
-        letter, before, label, after = match.groups()
-        ids = cited_ids([before + " " + after])
-        drafts.append(VerdictDraft(option=letter.upper(), evidence=ids, verdict=label.casefold()))
-    if drafts:
-        return drafts
-    # A single-line JSON list cut or malformed: take each {...} object that names an option and a verdict.
-    for obj in re.findall(r"\{[^{}]*\}", text):
-        option = re.search(r'"option"\s*:\s*"([^"]*)"', obj)
-        verdict = re.search(r'"verdict"\s*:\s*"([^"]*)"', obj)
-        if option and verdict:
-            evidence = re.search(r'"evidence"\s*:\s*\[([^\]]*)\]', obj)
-            drafts.append(
-                VerdictDraft(
-                    option=option.group(1),
-                    evidence=cited_ids([evidence.group(1)]) if evidence else [],
-                    verdict=verdict.group(1),
-                )
-            )
-    return drafts

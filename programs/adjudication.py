@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from clearmed.programs.quality_gate import effective_quality
+from clearmed.programs._quality_gate import effective_quality
 from clearmed.programs.rules import (
     answer_for_route,
     answered,

@@ -11,12 +11,13 @@ from typing import Literal
 
 import dspy
 
-from clearmed.programs.input_budget import over_budget, refused_decision
-from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
-from clearmed.programs.quality import SourceQualityAssessor
-from clearmed.programs.run_context import Ledger, RunContext, activate
+from clearmed.programs._input_budget import over_budget, refused_decision
+from clearmed.programs._pathways import DynamicPathway, LocalPathway, ParametricPathway
+from clearmed.programs._quality import SourceQualityAssessor
+from clearmed.programs._results import PathwayResult, ResponseResult
+from clearmed.programs._run_context import Ledger, RunContext, activate
+from clearmed.programs._task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.programs.settings import ProgramSettings
-from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
@@ -26,7 +27,6 @@ from clearmed.signatures.records import (
     EvidenceBundle,
     PathwayName,
     Question,
-    SourceQuality,
 )
 
 SinglePathwayName = Literal["direct", "medrag", "online"]
@@ -67,15 +67,14 @@ class SinglePathway(dspy.Module):
             return dspy.Prediction(decision=decision, answer=None, route=None)
         context = RunContext(settings=self.settings, role_lms=self.role_lms, ledger=Ledger())
         with activate(context):
-            result = self.pathway(question=question)
-            candidate = result.candidate
-            passages = getattr(result, "passages", [])
+            result: PathwayResult = self.pathway(question=question)
+            candidate, passages = result.candidate, result.passages
             bundle = EvidenceBundle(
                 question=question,
                 candidates=[candidate],
                 local_passages=passages if candidate.pathway == "local" else [],
                 dynamic_passages=passages if candidate.pathway == "dynamic" else [],
-                source_quality=getattr(result, "quality", None) or SourceQuality(),
+                source_quality=result.quality,
             )
             steps = [
                 AdjudicationStep(
@@ -89,7 +88,9 @@ class SinglePathway(dspy.Module):
             ]
             response = None
             if candidate.answer is not None and not question.is_mcq:
-                generated = self.responder(bundle=bundle, conclusion=candidate.answer, rationale=candidate.rationale)
+                generated: ResponseResult = self.responder(
+                    bundle=bundle, conclusion=candidate.answer, rationale=candidate.rationale
+                )
                 response = generated.response or candidate.answer.display()
             valid = gate_accepts(candidate.answer, question)
             status: DecisionStatus = (

@@ -8,15 +8,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dspy
 
+from clearmed.programs._agreement import CandidateAgreement
+from clearmed.programs._assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
+from clearmed.programs._input_budget import over_budget, refused_decision
+from clearmed.programs._pathways import DynamicPathway, LocalPathway, ParametricPathway
+from clearmed.programs._quality import SourceQualityAssessor
+from clearmed.programs._results import AgreementResult, PathwayResult, ResponseResult, VerifierResult
+from clearmed.programs._run_context import Ledger, RunContext, activate, current, supports_concurrency
+from clearmed.programs._task_adapters import FormatGate, ResponseGenerator, gate_accepts
+from clearmed.programs._verifier import AggregationVerifier
 from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
-from clearmed.programs.assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
-from clearmed.programs.input_budget import over_budget, refused_decision
-from clearmed.programs.pathways import DynamicPathway, LocalPathway, ParametricPathway
-from clearmed.programs.quality import SourceQualityAssessor
-from clearmed.programs.run_context import Ledger, RunContext, activate, current, supports_concurrency
 from clearmed.programs.settings import ProgramSettings
-from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
-from clearmed.programs.verifier import AggregationVerifier, CandidateAgreement
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
@@ -43,11 +45,12 @@ class LiveActions:
         self.program = program
 
     def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
-        result = self.program.verifier(bundle=bundle, agreement=agreement)
+        result: VerifierResult = self.program.verifier(bundle=bundle, agreement=agreement)
         return result.output, result.rule
 
     def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
-        return self.program.followup(bundle=bundle, trigger=trigger).round
+        round_: FollowUpRound = self.program.followup(bundle=bundle, trigger=trigger)
+        return round_
 
     def assess_guard(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
         return self.program.guard(bundle=bundle, default=default, challenger=challenger)
@@ -104,8 +107,8 @@ class CLEAR(dspy.Module):
         lm = context.lm_for("parametric")[1]
         return lm is None or supports_concurrency(lm)
 
-    def _run_pathways(self, question: Question) -> list[dspy.Prediction]:
-        calls: list[Callable[[], dspy.Prediction]] = [
+    def _run_pathways(self, question: Question) -> list[PathwayResult]:
+        calls: list[Callable[[], PathwayResult]] = [
             lambda: self.parametric(question=question),
             lambda: self.local(question=question),
             lambda: self.dynamic(question=question),
@@ -137,14 +140,13 @@ class CLEAR(dspy.Module):
             )
             for c in bundle.candidates
         ]
-        quality_error = getattr(dynamic, "quality_error", None)
-        if quality_error is not None:
+        if dynamic.quality_error is not None:
             steps.append(
                 AdjudicationStep(
                     mechanism="pathways",
                     trigger="source quality",
                     outcome=f"quality labels from {dynamic.quality.origin}",
-                    error=quality_error,
+                    error=dynamic.quality_error,
                 )
             )
         return bundle, steps
@@ -165,7 +167,7 @@ class CLEAR(dspy.Module):
 
     def _decide(self, question: Question, context: RunContext) -> Decision:
         bundle, steps = self.gather(question)
-        agreed = self.agreement(bundle=bundle)
+        agreed: AgreementResult = self.agreement(bundle=bundle)
         agreement: Agreement = agreed.agreement
         if agreed.error is not None:
             steps.append(AdjudicationStep(mechanism="agreement", outcome="normaliser used", error=agreed.error))
@@ -221,7 +223,9 @@ class CLEAR(dspy.Module):
                 )
             )
         else:
-            generated = self.responder(bundle=result.bundle, conclusion=result.answer, rationale=result.rationale)
+            generated: ResponseResult = self.responder(
+                bundle=result.bundle, conclusion=result.answer, rationale=result.rationale
+            )
             response = generated.response or result.answer.display()
             valid = True
             steps.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from clearmed.programs.judge_rules import option_support
+from clearmed.programs._verdict_rules import option_support
 from clearmed.signatures.records import (
     CONFIDENCE_RANK,
     PATHWAYS,

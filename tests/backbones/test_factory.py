@@ -23,7 +23,7 @@ from clearmed.backbones import (
     parse_backbone,
 )
 from clearmed.backbones import factory as factory_module
-from clearmed.programs.run_context import supports_concurrency
+from clearmed.programs._run_context import supports_concurrency
 from clearmed.testing import QuietHTTPServer
 
 from .conftest import FakeLoader

@@ -9,7 +9,7 @@ import pytest
 
 from clearmed.optimize.replay import replay_decision
 from clearmed.programs import rules
-from clearmed.programs.quality_gate import effective_quality, prior_scores
+from clearmed.programs._quality_gate import effective_quality, prior_scores
 from clearmed.retrieval.quality import QualityPriors, prior_score
 from clearmed.signatures.records import (
     Decision,

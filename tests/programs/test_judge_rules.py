@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs.judge_rules import (
+from clearmed.programs._graph_rules import clean_graph, normalise_group
+from clearmed.programs._judge_salvage import parse_verdict_lines, raw_sections
+from clearmed.programs._verdict_rules import (
     answer_from_verdicts,
     cited_ids,
-    clean_graph,
     decide,
     judge,
-    normalise_group,
     normalise_letter,
     normalise_verdict,
     option_support,
-    parse_verdict_lines,
-    raw_sections,
     validate_verdicts,
 )
 from clearmed.signatures.option_judge import EntityDraft, RelationDraft, VerdictDraft

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clearmed.programs import rules
-from clearmed.programs.verifier import letter_agreement
+from clearmed.programs._agreement import letter_agreement
 from clearmed.signatures.records import (
     Agreement,
     Answer,

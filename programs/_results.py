@@ -1,0 +1,74 @@
+"""What the program's modules hand each other: typed records, never a `dspy.Prediction` with ad-hoc keys.
+
+Only the entry programs (`CLEAR`, `SinglePathway`) return a `dspy.Prediction`, because DSPy's optimizers and
+evaluators expect one; every module inside returns one of these.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from clearmed.signatures.records import (
+    Agreement,
+    Answer,
+    Candidate,
+    OptionJudgment,
+    Passage,
+    Record,
+    RuleId,
+    SearchPlan,
+    SourceQuality,
+    StepError,
+    VerifierOutput,
+)
+
+
+class PathwayResult(Record):
+    """A pathway's candidate, the evidence it read, and (dynamic) that evidence's quality labels."""
+
+    candidate: Candidate
+    passages: list[Passage] = Field(default_factory=list)
+    quality: SourceQuality = Field(default_factory=SourceQuality)
+    quality_error: StepError | None = None  # the quality assessment failed; labels came from priors or none
+
+
+class QualityResult(Record):
+    quality: SourceQuality
+    error: StepError | None = None
+
+
+class SearchResult(Record):
+    """Query-planned search: the pages kept, the plan, and an error when nothing was found."""
+
+    passages: list[Passage]
+    plan: SearchPlan
+    error: StepError | None = None
+
+
+class JudgeResult(Record):
+    """The option-wise judgement (None when nothing usable came back) and the stage's error if any."""
+
+    judgment: OptionJudgment | None
+    error: StepError | None = None
+
+
+class AgreementResult(Record):
+    agreement: Agreement
+    error: StepError | None = None  # the LM judgement failed; the normaliser's agreement stands
+
+
+class VerifierResult(Record):
+    output: VerifierOutput
+    rule: RuleId
+
+
+class GateResult(Record):
+    """The format gate: an answer parsed in Python or mapped onto the options by the LM, or None."""
+
+    answer: Answer | None
+    error: StepError | None = None
+
+
+class ResponseResult(Record):
+    response: str | None
+    error: StepError | None = None
