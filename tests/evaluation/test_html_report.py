@@ -253,3 +253,92 @@ def test_a_run_without_results_still_reports(tmp_path: Path, report_runs: dict[s
     report = write_html_report([empty], tmp_path / "out")
     assert report.question_pages == 0
     assert report.index.is_file()
+
+
+def test_failed_unparsed_and_free_text_questions_have_pages(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from clearmed.evaluation import EvalRecord, RunManifest
+    from clearmed.evaluation.runner import crashed_decision
+    from clearmed.metrics import score_decision
+    from clearmed.signatures.records import (
+        AdjudicationStep,
+        Answer,
+        Decision,
+        EvidenceBundle,
+        Question,
+        StepError,
+    )
+    from clearmed.testing import QUESTION
+
+    free = Question(id="free-1", text="What replaces the missing hormone?", answer_mode="free_text", gold_text="T4")
+    decisions = [
+        crashed_decision(QUESTION.model_copy(update={"id": "crash-1"}), "direct", RuntimeError("boom")),
+        Decision(
+            question_id="unparsed-1",
+            status="unparsed",
+            bundle=EvidenceBundle(
+                question=QUESTION.model_copy(update={"id": "unparsed-1"}),
+                candidates=[
+                    Candidate(
+                        pathway="parametric",
+                        raw_answer="<i>maybe</i>",
+                        error=StepError(stage="parametric", kind="parse_error", message="no option letter"),
+                    )
+                ],
+            ),
+            steps=[AdjudicationStep(mechanism="format_gate", rule="format_gate", outcome="no valid option set")],
+            program="direct",
+        ),
+        Decision(
+            question_id="free-1",
+            status="answered",
+            answer=Answer.of_text("Levothyroxine"),
+            deciding_rule="single_pathway",
+            bundle=EvidenceBundle(
+                question=free, candidates=[Candidate(pathway="parametric", answer=Answer.of_text("Levothyroxine"))]
+            ),
+            program="direct",
+        ),
+    ]
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    records = [
+        EvalRecord(
+            question_id=d.question_id,
+            index=i,
+            program="direct",
+            decision=d,
+            score=score_decision(d.bundle.question, d) if d.bundle.question.is_mcq else None,
+            seconds=0.5,
+            finished=now,
+        )
+        for i, d in enumerate(decisions)
+    ]
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = RunManifest(
+        program="direct",
+        benchmark="mixed",
+        source="memory",
+        config_source="test.toml",
+        config_digest="0" * 16,
+        question_ids=[r.question_id for r in records],
+        created=now,
+        clearmed_version="test",
+    )
+    (run / "manifest.json").write_text(manifest.model_dump_json())
+    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    report = write_html_report([run], tmp_path / "out")
+    assert report.question_pages == 3
+    crashed = (tmp_path / "out" / "runs" / "run" / "q" / page_name(0, "crash-1")).read_text()
+    assert "RuntimeError: boom" in crashed
+    assert "<code>crashed</code>" in crashed
+    unparsed = (tmp_path / "out" / "runs" / "run" / "q" / page_name(1, "unparsed-1")).read_text()
+    assert "no option letter" in unparsed
+    assert "&lt;i&gt;maybe&lt;/i&gt;" in unparsed
+    free_page = (tmp_path / "out" / "runs" / "run" / "q" / page_name(2, "free-1")).read_text()
+    assert "Levothyroxine" in free_page
+    assert "Reference answer:" in free_page
+    listing = (tmp_path / "out" / "runs" / "run" / "index.html").read_text()
+    for value in ('data-correct="unscored"', 'data-status="failed"', 'data-status="unparsed"', 'data-error="yes"'):
+        assert value in listing, value
