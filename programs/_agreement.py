@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import dspy
 
 from clearmed.programs._answers import answers_agree
@@ -10,17 +12,17 @@ from clearmed.programs._results import AgreementResult
 from clearmed.programs._run_context import current
 from clearmed.programs._stage import run_stage
 from clearmed.signatures.clear import JudgeAgreement
-from clearmed.signatures.records import Agreement, EvidenceBundle
+from clearmed.signatures.records import Agreement, Answer, EvidenceBundle, PathwayName
 
 
-def letter_agreement(bundle: EvidenceBundle, method: str = "letters") -> Agreement:
+def letter_agreement(bundle: EvidenceBundle, method: Literal["letters", "normaliser"] = "letters") -> Agreement:
     """Pairwise agreement by letter-set equality (MCQ) or the free-text normaliser."""
     parametric, local, dynamic = (bundle.candidate(name).answer for name in ("parametric", "local", "dynamic"))
     return Agreement(
         parametric_local=answers_agree(parametric, local),
         parametric_dynamic=answers_agree(parametric, dynamic),
         local_dynamic=answers_agree(local, dynamic),
-        method=method,  # type: ignore[arg-type]
+        method=method,
     )
 
 
@@ -36,12 +38,12 @@ class CandidateAgreement(dspy.Module):
         if question.is_mcq:
             return AgreementResult(agreement=letter_agreement(bundle))
         normalised = letter_agreement(bundle, "normaliser")
-        answers = {c.pathway: c.answer for c in bundle.candidates}
+        answers: dict[PathwayName, Answer | None] = {c.pathway: c.answer for c in bundle.candidates}
         if current().settings.agreement_mode != "lm" or sum(a is not None for a in answers.values()) < 2:
             return AgreementResult(agreement=normalised)
 
-        def text(name: str) -> str:
-            answer = answers.get(name)  # type: ignore[call-overload]
+        def text(name: PathwayName) -> str:
+            answer = answers.get(name)
             return answer.display() if answer is not None else "(no answer)"
 
         result = run_stage(
@@ -56,9 +58,9 @@ class CandidateAgreement(dspy.Module):
             return AgreementResult(agreement=normalised, error=result.error)
         pred = result.prediction
 
-        def judged(first: str, second: str, value: bool) -> bool | None:
+        def judged(first: PathwayName, second: PathwayName, value: bool) -> bool | None:
             # A pair with a missing answer has no agreement value, whatever the LM said.
-            return None if answers.get(first) is None or answers.get(second) is None else bool(value)  # type: ignore[call-overload]
+            return None if answers.get(first) is None or answers.get(second) is None else bool(value)
 
         agreement = Agreement(
             parametric_local=judged("parametric", "local", pred.parametric_equals_local),

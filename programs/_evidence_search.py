@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from clearmed.programs._stage import record_tool_call
+from clearmed.programs.settings import Stage
 from clearmed.retrieval.base import EvidenceError, WebSearch
 from clearmed.signatures.records import ErrorKind, Passage, PathwayName, StepError
 
@@ -30,14 +31,14 @@ def evidence_failure(pathway: PathwayName, stage: str, exc: Exception) -> StepEr
 
 
 def search_web(
-    search: WebSearch, query: str, max_results: int, stage: str, prefix: str
+    search: WebSearch, query: str, max_results: int, stage: Stage, prefix: str
 ) -> tuple[list[Passage], StepError | None]:
     """One search with its ledger row; failures become a recorded error and no passages."""
     started = time.perf_counter()
     try:
         found = search.search(query, max_results)
     except Exception as exc:  # recorded, never raised: the pathway still yields a candidate
-        record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=True)  # type: ignore[arg-type]
+        record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=True)
         return [], evidence_failure("dynamic", stage, exc)
-    record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=False)  # type: ignore[arg-type]
+    record_tool_call(stage, time.perf_counter() - started, backend=search.name, failed=False)
     return reid(list(found)[:max_results], prefix), None

@@ -18,6 +18,7 @@ from clearmed.programs._results import JudgeResult
 from clearmed.programs._run_context import current
 from clearmed.programs._stage import run_stage
 from clearmed.programs._verdict_rules import judge
+from clearmed.programs.settings import Stage
 from clearmed.signatures.option_judge import JudgeOptions, JudgeOptionsWithGraph
 from clearmed.signatures.records import JudgeMode, Passage, Question
 
@@ -29,12 +30,12 @@ class OptionWiseJudge(dspy.Module):
         self.implicit = dspy.Predict(JudgeOptions)
         self.explicit = dspy.Predict(JudgeOptionsWithGraph)
 
-    def forward(self, question: Question, passages: list[Passage], stage: str, mode: JudgeMode) -> JudgeResult:
+    def forward(self, question: Question, passages: list[Passage], stage: Stage, mode: JudgeMode) -> JudgeResult:
         if not question.is_mcq:
             raise ValueError("the option-wise judge needs a multiple-choice question")
         predictor = self.explicit if mode == "explicit" else self.implicit
         result = run_stage(
-            stage,  # type: ignore[arg-type]
+            stage,
             predictor,
             question=render_question(question),
             options=format_options(question),

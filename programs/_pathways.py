@@ -26,6 +26,7 @@ from clearmed.programs._run_context import current
 from clearmed.programs._shared import Shared
 from clearmed.programs._stage import StageResult, lm_name, record_tool_call, run_stage
 from clearmed.programs._task_adapters import FormatGate, resolve_answer
+from clearmed.programs.settings import Stage
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.query import build_query
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
@@ -102,14 +103,14 @@ class EvidenceAnswerer(dspy.Module):
         settings = current().settings
         answerer = settings.local_answerer if pathway == "local" else settings.dynamic_answerer
         if answerer == "judge" and question.is_mcq:
-            stage = f"{pathway}_judge"
+            judge_stage: Stage = "local_judge" if pathway == "local" else "dynamic_judge"
             judged: JudgeResult = self.judge(
-                question=question, passages=passages, stage=stage, mode=settings.judge_mode
+                question=question, passages=passages, stage=judge_stage, mode=settings.judge_mode
             )
-            return _judged_candidate(pathway, judged.judgment, judged.error, stage, **extra)
-        stage = f"{pathway}_answer"
+            return _judged_candidate(pathway, judged.judgment, judged.error, judge_stage, **extra)
+        stage: Stage = "local_answer" if pathway == "local" else "dynamic_answer"
         result = run_stage(
-            stage,  # type: ignore[arg-type]
+            stage,
             self.answer,
             question=render_question(question),
             options=format_options(question),

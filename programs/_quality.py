@@ -20,6 +20,7 @@ from clearmed.programs._formatting import format_search_results
 from clearmed.programs._results import QualityResult
 from clearmed.programs._run_context import current
 from clearmed.programs._stage import run_stage
+from clearmed.programs.settings import Stage
 from clearmed.retrieval.quality import QualityPriors, label_ceiling, prior_assessment, prior_features
 from clearmed.retrieval.screening import cap_label, screen
 from clearmed.signatures.clear import AssessSourceQuality
@@ -70,14 +71,14 @@ class SourceQualityAssessor(dspy.Module):
             return prior_assessment(passage, self.priors)
         return QualityAssessment(passage_id=passage.id, label="low", reason="unassessed: counted as low")
 
-    def forward(self, question_text: str, passages: list[Passage], stage: str = "source_quality") -> QualityResult:
+    def forward(self, question_text: str, passages: list[Passage], stage: Stage = "source_quality") -> QualityResult:
         if not passages:
             return QualityResult(quality=SourceQuality())
         features = {p.id: prior_features(p) for p in passages} if self.priors is not None else {}
         settings = current().settings
         words = settings.quality_snippet_words or settings.passage_words
         result = run_stage(
-            stage,  # type: ignore[arg-type]
+            stage,
             self.assess,
             question=question_text,
             results=format_search_results(passages, words, features),
