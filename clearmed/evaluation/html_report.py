@@ -37,6 +37,7 @@ from clearmed.evaluation.html_views import (
     QuestionPage,
     QuestionRow,
     answer_display,
+    fold,
     question_page,
     question_row,
     route_colour,
@@ -256,6 +257,7 @@ def environment() -> Environment:
         accuracy_cell=accuracy_cell,
         pct=_pct,
         groupby_section=_group_by_section,
+        fold=fold,
     )
     return env
 

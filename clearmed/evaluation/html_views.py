@@ -177,6 +177,24 @@ class PassageView(BaseModel):
     href: str | None
     cited_by: list[str]
     quarantine: str | None  # why the evidence screen withheld the page from every prompt
+    query: str | None  # the search that found it, when it is not the pathway's own query (a follow-up's)
+    head: str  # the text, or its first few sentences when it is long; the rest is folded away
+    tail: str
+
+
+# Long passages (a textbook section, a whole web page) are folded after about this many characters.
+_FOLD_AT = 600
+
+
+def fold(text: str, at: int = _FOLD_AT) -> tuple[str, str]:
+    """The text split at a word boundary near `at` characters: (head, tail); tail is "" when it is short.
+    Runs of blank lines (web pages converted from layout tables) are shown as one."""
+    text = re.sub(r"\n[ \t]*(?:\n[ \t]*)+\n", "\n\n", text)
+    if len(text) <= at + at // 2:
+        return text, ""
+    cut = text.rfind(" ", 0, at)
+    cut = cut if cut > at // 2 else at
+    return text[:cut], text[cut:]
 
 
 class CandidateView(BaseModel):
@@ -243,12 +261,15 @@ def _passages(decision: Decision) -> list[PassageView]:
     sections += [("web", p) for p in bundle.dynamic_passages if p.id not in followup_ids]
     for number, round_ in enumerate(bundle.followups, start=1):
         sections += [(f"follow-up {number} ({round_.trigger})", p) for p in round_.passages]
+    own_query = {c.pathway: c.query for c in bundle.candidates}
     views, seen = [], set()
     for section, passage in sections:
         if passage.id in seen:
             continue
         seen.add(passage.id)
         screening = screen(passage)
+        head, tail = fold(passage.text)
+        query = passage.provenance.query
         views.append(
             PassageView(
                 passage=passage,
@@ -257,6 +278,9 @@ def _passages(decision: Decision) -> list[PassageView]:
                 href=safe_href(passage.provenance.url) if passage.provenance.kind == "web" else None,
                 cited_by=cited.get(passage.id, []),
                 quarantine=screening.reason() if screening.quarantined else None,
+                query=query if query and query != own_query.get(passage.pathway) else None,
+                head=head,
+                tail=tail,
             )
         )
     return views
