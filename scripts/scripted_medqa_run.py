@@ -3,8 +3,8 @@ MedQuAD web search (the `embedded-shared` config), with a scripted LM standing i
 
     python scripts/scripted_medqa_run.py OUT [--limit 50] [--seed 0]
 
-Writes OUT/clear-n<N>-s<seed> (the paper's thresholds) and OUT/clear-strict-n<N>-s<seed> (a stricter override
-guard and audit), two runs of one benchmark for the report's comparison view. Everything but the model is real:
+Writes OUT/clear-n<N>-s<seed> and OUT/clear-heuristic-n<N>-s<seed> (the deterministic verifier in place of the
+LM verifier), two runs of one benchmark for the report's comparison view. Everything but the model is real:
 the questions, the retrieval, the evidence screen, the adjudication rules, the run folder. The scripted model
 answers each pathway right with a fixed probability per question (parametric 55%, local 45%, web 50%), labels
 web pages by their domain, and routes as a plausible verifier would; the numbers mean nothing, the trails look
@@ -25,11 +25,10 @@ from clearmed.assemble import build_program
 from clearmed.commands.evaluate import shared_source
 from clearmed.config import load_config
 from clearmed.evaluation import EvalSpec, run_evaluation
-from clearmed.signatures.records import Question, Thresholds
+from clearmed.signatures.records import Question
 from clearmed.testing import ScriptedCall, scripted_lm
 
 HIGH_DOMAINS = ("nih.gov", "cancer.gov", "cdc.gov", "medlineplus.gov")
-STRICT = Thresholds(guard_min_high=2, audit_min_high=2, accept_dynamic_min_confidence="high")
 
 
 class Plan:
@@ -160,11 +159,10 @@ def write_runs(out: Path, limit: int, seed: int) -> list[Path]:
         }
     )
     folders = []
-    for name, thresholds in (("clear", None), ("clear-strict", STRICT)):
-        run_config = config if thresholds is None else config.model_copy(update={"thresholds": thresholds})
+    for name in ("clear", "clear-heuristic"):
         plans = [Plan(q, seed) for q in bench.questions]
         lm, _ = scripted_lm(script(plans), model="local/scripted-medqa")
-        program = build_program("clear", run_config, role_lms={"main": lm})
+        program = build_program(name, config, role_lms={"main": lm})
         folder = out / f"{name}-n{limit}-s{seed}"
         spec = EvalSpec(
             program=name,
@@ -175,7 +173,7 @@ def write_runs(out: Path, limit: int, seed: int) -> list[Path]:
             limit=limit,
             seed=seed,
         )
-        records = run_evaluation(spec, run_config, program, show_progress=False)
+        records = run_evaluation(spec, config, program, show_progress=False)
         print(f"{folder}: {len(records)} questions")
         folders.append(folder)
     return folders

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,7 +36,10 @@ def run_plots(summaries: Sequence[RunSummary], labels: Sequence[str]) -> dict[st
     matplotlib.use("Agg")
     # write_plots labels bars by program and benchmark; two runs of one program would share a bar, so the
     # run labels stand in for the program names.
-    relabelled = [s.model_copy(update={"program": label}) for s, label in zip(summaries, labels, strict=True)]
+    # Long labels are wrapped (at their hyphens) so that neighbouring bars' labels do not run into each other.
+    relabelled = [
+        s.model_copy(update={"program": textwrap.fill(label, 14)}) for s, label in zip(summaries, labels, strict=True)
+    ]
     plots: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="clearmed-plots-") as scratch:
         for path in write_plots(relabelled, Path(scratch)):
@@ -90,7 +94,7 @@ def _pathways_plot(summaries: Sequence[RunSummary], labels: Sequence[str]) -> st
     ax.set_xticks([i + width * (len(rows) - 1) / 2 for i in range(len(bars))], bars, fontsize=8)
     ax.set_ylim(0, 100)
     ax.set_ylabel("accuracy %")
-    ax.set_title("What each pathway was worth (oracle: some pathway right)")
+    ax.set_title("Each pathway alone, and the oracle (some pathway right)", fontsize=10)
     if len(rows) > 1:
         ax.legend(fontsize=7)
     fig.tight_layout()

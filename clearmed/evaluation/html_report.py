@@ -258,6 +258,7 @@ def environment() -> Environment:
         pct=_pct,
         groupby_section=_group_by_section,
         fold=fold,
+        basename=lambda path: Path(path).name or path,
     )
     return env
 
