@@ -161,6 +161,24 @@ def adjudicate(
         steps.append(_verifier_step(output, rule, trigger))
         return output, rule
 
+    def fall_back(trigger: str, why: RuleId) -> tuple[VerifierOutput, RuleId]:
+        """The deterministic verifier decides; the step records why (`why`) and the heuristic rule it applied."""
+        output, rule = heuristic_verify(bundle, agreement, quality_of(bundle), allow_more_search=False)
+        outputs.append(output)
+        outcome = f"deterministic verifier: {rule}"
+        steps.append(
+            AdjudicationStep(
+                mechanism="fallback",
+                trigger=trigger,
+                rule=why,
+                outcome=outcome,
+                answer=output.answer,
+                route=output.route,
+                verifier=output,
+            )
+        )
+        return output, rule
+
     rounds = 0
     output, rule = verify("initial bundle")
     while output.route == NEEDS_MORE_SEARCH:
@@ -171,37 +189,12 @@ def adjudicate(
             steps.append(_followup_step(round_, f"needs_more_search (round {rounds})"))
             output, rule = verify(f"bundle after follow-up round {rounds}")
             continue
-        output, heuristic_rule = heuristic_verify(bundle, agreement, quality_of(bundle), allow_more_search=False)
-        outputs.append(output)
-        steps.append(
-            AdjudicationStep(
-                mechanism="fallback",
-                trigger="needs_more_search with no follow-up left",
-                rule="followup_bound_reached",
-                outcome=f"deterministic verifier: {heuristic_rule}",
-                answer=output.answer,
-                route=output.route,
-                verifier=output,
-            )
-        )
-        rule = heuristic_rule
+        output, rule = fall_back("needs_more_search with no follow-up left", "followup_bound_reached")
         break
 
     answer = answer_for_route(output.route, bundle, agreement)
     if answer is None:  # a route the candidates cannot back (possible in replayed records): stay conservative
-        output, rule = heuristic_verify(bundle, agreement, quality_of(bundle), allow_more_search=False)
-        outputs.append(output)
-        steps.append(
-            AdjudicationStep(
-                mechanism="fallback",
-                trigger="verifier route not backed by any candidate",
-                rule="route_not_backed",
-                outcome=f"deterministic verifier: {rule}",
-                answer=output.answer,
-                route=output.route,
-                verifier=output,
-            )
-        )
+        output, rule = fall_back("verifier route not backed by any candidate", "route_not_backed")
         answer = answer_for_route(output.route, bundle, agreement)
     route: Route = output.route
     rationale = output.rationale
