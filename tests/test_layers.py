@@ -32,7 +32,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "clearmed.render",
             "clearmed.demo_bundle",
             "clearmed.testing",
-            "clearmed.testing_echo",
             "clearmed.synthetic_run",
         ),
     ),

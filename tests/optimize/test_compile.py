@@ -30,7 +30,8 @@ from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
 from clearmed.signatures.records import Question, Thresholds
 from clearmed.testing import LOCAL, QUESTION, WEB, ScriptedCall, label_all, pathway_replies, verifier_reply
-from clearmed.testing_echo import EchoEngine, echo_lm
+
+from .echo_lm import EchoEngine, echo_lm
 
 SCRIPT = {
     **pathway_replies("A", "A", "B"),
