@@ -7,7 +7,7 @@ The guard and audit assessors reason first, briefly, because their judgement is 
 
 Prompts live here, in docstrings and field descriptions, where DSPy optimizers can see and tune them.
 Evidence always arrives as a pre-formatted, quoted input field: retrieved text is data to weigh, never
-instructions to follow. Option letters come back as text and are parsed in Python (`programs.answers`),
+instructions to follow. Option letters come back as text and are parsed in Python (`programs._answers`),
 because a weak model writes "B)" or "Answer: b" and a strict Literal would throw such answers away.
 """
 
