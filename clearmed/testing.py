@@ -10,16 +10,18 @@ or a callable of the call returning one of those. Every call is recorded for ass
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 
 import dspy
 from dspy.lm15 import Message, Request, Response, TextPart, Usage
 
+from clearmed.backbones.scoring import NextTokenScores, ScoringError
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import Retriever, WebSearch
@@ -96,10 +98,30 @@ def format_chat_reply(fields: Mapping[str, object]) -> str:
 
 @dataclass
 class ScriptedEngine:
+    """Answers each stage from `script`; with `scores`, also scores options for those stages (as a backbone
+    exposing log-probabilities would), raising `ScoringError` for a stage it has no distribution for."""
+
     script: dict[str, ScriptValue]
     calls: list[ScriptedCall] = field(default_factory=list)
     serializes_calls: bool = False
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    scored: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def score_next_token(
+        self, messages: Sequence[dict[str, str]], assistant_prefix: str, candidates: Sequence[str]
+    ) -> NextTokenScores:
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        user = "\n".join(m["content"] for m in messages if m["role"] == "user")
+        # A scored prompt asks for `answer` alone; the evidence field (and its ids) tells the pathway.
+        stage = ("local_answer" if "[L1]" in user else "dynamic_answer") if "## evidence ##" in user else "parametric"
+        dist = self.scores.get(stage)
+        if dist is None:
+            raise ScoringError(f"no scores scripted for stage {stage!r}")
+        with self._lock:
+            self.scored.append(stage)
+        logprobs = {c: math.log(max(dist.get(c, 0.0), 1e-9)) for c in candidates}
+        return NextTokenScores(logprobs=logprobs, prompt_tokens=max(1, len((system + user).split())))
 
     def complete(self, request: Request) -> Response:
         system = request.system if isinstance(request.system, str | None) else "".join(p.text for p in request.system)
@@ -146,9 +168,11 @@ class _AsyncScriptedEngine:
         return None
 
 
-def scripted_lm(script: dict[str, ScriptValue], *, model: str = "local/scripted") -> tuple[dspy.LM, ScriptedEngine]:
-    """A non-caching dspy.LM answering from `script`, and its engine (for call assertions)."""
-    engine = ScriptedEngine(script=dict(script))
+def scripted_lm(
+    script: dict[str, ScriptValue], *, model: str = "local/scripted", scores: dict[str, dict[str, float]] | None = None
+) -> tuple[dspy.LM, ScriptedEngine]:
+    """A non-caching dspy.LM answering from `script` (and scoring options from `scores`), and its engine."""
+    engine = ScriptedEngine(script=dict(script), scores=dict(scores or {}))
     lm = dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False, num_retries=0)
     return lm, engine
 
@@ -229,8 +253,9 @@ def build_toy_program(
     retriever: Retriever | None = None,
     web: WebSearch | None = None,
     assessor: dict[str, ScriptValue] | None = None,
+    scores: dict[str, dict[str, float]] | None = None,
 ) -> tuple[CLEAR, ScriptedEngine, ScriptedEngine | None]:
-    lm, engine = scripted_lm(script)
+    lm, engine = scripted_lm(script, scores=scores)
     role_lms: dict[str, dspy.BaseLM] = {"main": lm}
     assessor_engine = None
     if assessor is not None:

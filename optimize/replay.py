@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from clearmed.programs import calibrated_verify
 from clearmed.programs.adjudication import ALL_MECHANISMS, Adjudicated, AdjudicationActions, Mechanisms, adjudicate
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
@@ -44,6 +45,8 @@ class RecordedActions:
 
     decision: Decision
     live: AdjudicationActions | None = None
+    # The thresholds being replayed: a calibrated verifier is recomputed under them (its weights), not served.
+    thresholds: Thresholds | None = None
     misses: list[str] = field(default_factory=list)
     # What the replayed procedure took from the record: "verify", "follow_up", "guard", "audit" (cost accounting).
     served: Counter[str] = field(default_factory=Counter)
@@ -62,6 +65,12 @@ class RecordedActions:
     def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
         # Verifications happen only in the needs_more_search loop: the n-th saw n merged rounds of that kind.
         rounds = sum(1 for r in bundle.followups if r.trigger == "needs_more_search")
+        recorded = self._verifier_queue[rounds][0] if rounds < len(self._verifier_queue) else None
+        if recorded is not None and recorded.mode == "calibrated" and self.thresholds is not None:
+            calibrated = calibrated_verify(bundle, agreement, self.thresholds)
+            if calibrated is not None:  # pure arithmetic over the recorded distributions: no LM call
+                self.served["verify"] += 1
+                return calibrated
         if rounds < len(self._verifier_queue):
             self.served["verify"] += 1
             return self._verifier_queue[rounds]
@@ -112,6 +121,6 @@ def replay_decision(
     """
     if decision.agreement is None:
         raise ReplayMiss(f"{decision.question_id}: the decision has no recorded agreement (not a CLEAR decision)")
-    actions = RecordedActions(decision, live=live)
+    actions = RecordedActions(decision, live=live, thresholds=thresholds)
     result = adjudicate(_initial_bundle(decision), decision.agreement, thresholds, actions, mechanisms, priors=priors)
     return result, actions

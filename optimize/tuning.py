@@ -61,6 +61,19 @@ def _tier_weights(trial: optuna.Trial) -> dict[str, object]:
     }
 
 
+def _calibrated_weights(trial: optuna.Trial) -> dict[str, object]:
+    # The calibrated verifier's pooling weights; they change nothing for runs decided by another verifier.
+    return {
+        name: trial.suggest_float(name, 0.0, 3.0)
+        for name in (
+            "calibrated_parametric_weight",
+            "calibrated_local_weight",
+            "calibrated_dynamic_weight",
+            "calibrated_high_weight",
+        )
+    }
+
+
 CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
 
 # Name -> parameter group. Order matters: tier weights read the quality_gate switch suggested before them.
@@ -74,6 +87,15 @@ PARAMETERS: dict[str, _Param] = {
     "audit_skip_confidence": _categorical("audit_skip_confidence", [None, "medium", "high"], None),
     "quality_gate": _Param(_quality_gate, {"quality_gate": False}),
     "tier_weights": _Param(_tier_weights, {}),
+    "calibrated_weights": _Param(
+        _calibrated_weights,
+        {
+            "calibrated_parametric_weight": 1.0,
+            "calibrated_local_weight": 1.0,
+            "calibrated_dynamic_weight": 1.0,
+            "calibrated_high_weight": 0.0,
+        },
+    ),
 }
 
 

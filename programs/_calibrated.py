@@ -10,8 +10,12 @@ a usable confidence signal. This verifier pools those distributions log-linearly
 and reads CLEAR's route off the pooled answer: every pathway agreeing -> consensus; the pooled answer shared
 by two pathways -> consensus; held by one pathway alone -> that pathway's route (keep_parametric, keep_local,
 accept_dynamic, which still faces the override guard); pooled confidence below `more_search_below` ->
-needs_more_search (the follow-up evidence is then re-scored and pooled again). The weights and the threshold
-are `Thresholds` fields that `clearmed tune` fits by replay, with no LM call.
+needs_more_search. The weights are `Thresholds` fields that `clearmed tune` fits by replay, with no LM call:
+replay recomputes this verifier from the recorded distributions.
+
+Not yet: re-scoring the dynamic pathway on follow-up evidence. Until then the live verifier never asks for more
+search (a follow-up that cannot change the distributions would only end in the deterministic fallback); the
+follow-up search still serves the override guard and the challenge audit.
 """
 
 from __future__ import annotations
@@ -19,16 +23,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from clearmed.programs.rules import answer_for_route
 from clearmed.signatures.records import (
     NEEDS_MORE_SEARCH,
     PATHWAYS,
+    Agreement,
     Confidence,
+    EvidenceBundle,
     PathwayName,
     Route,
+    RuleId,
+    Thresholds,
+    VerifierOutput,
     route_for,
 )
 
-__all__ = ["CalibratedRoute", "confidence_label", "pool", "pooled_route"]
+__all__ = ["CalibratedRoute", "calibrated_verify", "confidence_label", "pool", "pooled_route"]
 
 _FLOOR = 1e-6  # a zero probability would veto an option outright
 
@@ -102,3 +112,41 @@ def pooled_route(
         return CalibratedRoute(route_for(best), answered[best][0], combined.get(answered[best][0], 0.0), combined)
     source: PathwayName | str = "agreement" if len(holders) >= 2 else holders[0]
     return CalibratedRoute(route_for(source), letter, probability, combined)  # type: ignore[arg-type]
+
+
+def calibrated_verify(
+    bundle: EvidenceBundle, agreement: Agreement, thresholds: Thresholds
+) -> tuple[VerifierOutput, RuleId] | None:
+    """The calibrated verifier's output for a single-answer MCQ bundle; None when it cannot decide (no scored
+    pathway, or several answers allowed), so the caller falls back to the deterministic verifier."""
+    question = bundle.question
+    if question.answer_mode != "single":
+        return None
+    answers: dict[PathwayName, tuple[str, ...] | None] = {}
+    distributions: dict[PathwayName, dict[str, float]] = {}
+    for candidate in bundle.candidates:
+        answers[candidate.pathway] = candidate.answer.letters if candidate.answer is not None else None
+        if candidate.option_scores is not None and candidate.answer is not None:
+            distributions[candidate.pathway] = candidate.option_scores.probs
+    if not distributions:
+        return None
+    quality = bundle.dynamic_quality()
+    labelled = quality.n_high + quality.n_medium + quality.n_low
+    high_share = quality.n_high / labelled if labelled else 0.0
+    weights: dict[PathwayName, float] = {
+        "parametric": thresholds.calibrated_parametric_weight,
+        "local": thresholds.calibrated_local_weight,
+        "dynamic": thresholds.calibrated_dynamic_weight + thresholds.calibrated_high_weight * high_share,
+    }
+    result = pooled_route(answers, distributions, weights, allow_more_search=False)
+    shown = ", ".join(f"{o} {p:.2f}" for o, p in sorted(result.combined.items(), key=lambda kv: -kv[1])[:3])
+    output = VerifierOutput(
+        answer=answer_for_route(result.route, bundle, agreement),
+        route=result.route,
+        rationale=f"pooled option probabilities: {shown}",
+        confidence=confidence_label(result.probability),
+        mode="calibrated",
+        raw_answer=result.letter,
+        pooled={o: round(p, 6) for o, p in result.combined.items()},
+    )
+    return output, "calibrated"

@@ -19,6 +19,7 @@ from clearmed.programs._answers import answer_format, format_options
 from clearmed.programs._evidence_search import evidence_failure, reid, search_web
 from clearmed.programs._formatting import format_passages, render_question
 from clearmed.programs._judge import OptionWiseJudge
+from clearmed.programs._option_scoring import run_scored_stage
 from clearmed.programs._qpis import QueryPlannedSearch
 from clearmed.programs._quality import SourceQualityAssessor, label_passages
 from clearmed.programs._results import JudgeResult, PathwayResult, QualityResult, SearchResult
@@ -31,8 +32,10 @@ from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.query import build_query
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import (
+    Answer,
     Candidate,
     OptionJudgment,
+    OptionScores,
     Passage,
     PathwayName,
     Question,
@@ -75,13 +78,15 @@ class ParametricPathway(dspy.Module):
         self.gate = gate or FormatGate()
 
     def forward(self, question: Question) -> PathwayResult:
-        result = run_stage(
-            "parametric",
-            self.answer,
-            question=render_question(question),
-            options=format_options(question),
-            answer_format=answer_format(question),
-        )
+        inputs = {
+            "question": render_question(question),
+            "options": format_options(question),
+            "answer_format": answer_format(question),
+        }
+        scores = run_scored_stage("parametric", self.answer, question, **inputs)
+        if scores is not None:
+            return PathwayResult(candidate=_scored_candidate("parametric", scores, "parametric"))
+        result = run_stage("parametric", self.answer, **inputs)
         return PathwayResult(candidate=_candidate_from("parametric", result, question, self.gate, "parametric"))
 
 
@@ -109,16 +114,32 @@ class EvidenceAnswerer(dspy.Module):
             )
             return _judged_candidate(pathway, judged.judgment, judged.error, judge_stage, **extra)
         stage: Stage = "local_answer" if pathway == "local" else "dynamic_answer"
-        result = run_stage(
-            stage,
-            self.answer,
-            question=render_question(question),
-            options=format_options(question),
-            answer_format=answer_format(question),
-            evidence=format_passages(passages, settings.passage_words),
-        )
+        inputs = {
+            "question": render_question(question),
+            "options": format_options(question),
+            "answer_format": answer_format(question),
+            "evidence": format_passages(passages, settings.passage_words),
+        }
+        scores = run_scored_stage(stage, self.answer, question, **inputs)
+        if scores is not None:
+            return _scored_candidate(pathway, scores, stage, **extra)
+        result = run_stage(stage, self.answer, **inputs)
         cited = (result.prediction.cited_ids or []) if result.prediction is not None else []
         return _candidate_from(pathway, result, question, gate, stage, cited, **extra)
+
+
+def _scored_candidate(pathway: PathwayName, scores: OptionScores, stage: Stage, **extra: object) -> Candidate:
+    """A candidate whose answer was read from the option probabilities: no rationale or citations were written."""
+    shown = ", ".join(f"{letter} {p:.2f}" for letter, p in sorted(scores.probs.items(), key=lambda kv: -kv[1])[:3])
+    return Candidate(
+        pathway=pathway,
+        answer=Answer(letters=scores.letters),
+        rationale=f"scored: {shown}",
+        raw_answer=",".join(scores.letters),
+        model=lm_name(current().lm_for(stage)[1]),
+        option_scores=scores,
+        **extra,  # type: ignore[arg-type]
+    )
 
 
 def _judged_candidate(

@@ -74,8 +74,12 @@ class SourceQualityAssessor(dspy.Module):
     def forward(self, question_text: str, passages: list[Passage], stage: Stage = "source_quality") -> QualityResult:
         if not passages:
             return QualityResult(quality=SourceQuality())
-        features = {p.id: prior_features(p) for p in passages} if self.priors is not None else {}
         settings = current().settings
+        if settings.source_quality == "priors" and self.priors is not None:
+            # No LM call: for a backbone whose labels measure worse than the domain/content priors (issue 16).
+            by_prior = [capped(p, prior_assessment(p, self.priors), self.priors) for p in passages]
+            return QualityResult(quality=SourceQuality(assessments=by_prior, origin="prior"))
+        features = {p.id: prior_features(p) for p in passages} if self.priors is not None else {}
         words = settings.quality_snippet_words or settings.passage_words
         result = run_stage(
             stage,

@@ -29,7 +29,7 @@ class AggregationVerifier(dspy.Module):
     def forward(self, bundle: EvidenceBundle, agreement: Agreement) -> VerifierResult:
         settings = current().settings
         quality = bundle.dynamic_quality()
-        if settings.verifier_mode == "heuristic":
+        if settings.verifier_mode in ("heuristic", "calibrated"):  # calibrated lands here only when it cannot decide
             output, rule = heuristic_verify(bundle, agreement, quality)
             return VerifierResult(output=output, rule=rule)
         question = bundle.question

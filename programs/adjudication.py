@@ -108,7 +108,7 @@ def _followup_step(round_: FollowUpRound, trigger: str) -> AdjudicationStep:
 def _verifier_step(output: VerifierOutput, rule: RuleId, trigger: str) -> AdjudicationStep:
     shown = output.answer.display() if output.answer else "-"
     return AdjudicationStep(
-        mechanism="verifier" if output.mode == "lm" else "fallback",
+        mechanism="fallback" if output.mode == "heuristic" else "verifier",
         trigger=trigger,
         rule=rule,
         outcome=f"route {output.route}, answer {shown}, confidence {output.confidence}",

@@ -10,6 +10,7 @@ import dspy
 
 from clearmed.programs._agreement import CandidateAgreement
 from clearmed.programs._assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
+from clearmed.programs._calibrated import calibrated_verify
 from clearmed.programs._input_budget import over_budget, refused_decision
 from clearmed.programs._pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs._quality import SourceQualityAssessor
@@ -45,6 +46,10 @@ class LiveActions:
         self.program = program
 
     def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
+        if self.program.settings.verifier_mode == "calibrated":  # no LM call; replay recomputes it the same way
+            calibrated = calibrated_verify(bundle, agreement, self.program.thresholds)
+            if calibrated is not None:
+                return calibrated
         result: VerifierResult = self.program.verifier(bundle=bundle, agreement=agreement)
         return result.output, result.rule
 

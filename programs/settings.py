@@ -33,6 +33,7 @@ Stage = Literal[
     "audit",
     "format_gate",
     "response",
+    "web_query",
 ]
 
 # Stages the paper's dual-model variant hands to a second model: everything that judges evidence quality.
@@ -57,9 +58,29 @@ class ProgramSettings(Record):
         default=None, ge=0, description="passages per pathway shown to the verifier and assessors (cited first)"
     )
     query_includes_options: bool = Field(default=False, description="append options to the retrieval query")
-    verifier_mode: Literal["lm", "heuristic"] = "lm"
+    verifier_mode: Literal["lm", "heuristic", "calibrated"] = Field(
+        default="lm",
+        description="lm: the LM verifier; heuristic: the deterministic fallback order; calibrated: the route from "
+        "the pathways' pooled option probabilities (needs mcq_decoding = 'score'; weights in [thresholds])",
+    )
+    mcq_decoding: Literal["generate", "score"] = Field(
+        default="generate",
+        description="score: read each MCQ pathway's option probabilities from the next-token distribution of its "
+        "own prompt in one forward pass (backbones with log-probabilities; others generate)",
+    )
+    source_quality: Literal["lm", "priors"] = Field(
+        default="lm",
+        description="who labels web results high/medium/low: the LM assessment, or the domain/content priors alone",
+    )
+    web_query: Literal["question", "lm", "salient"] = Field(
+        default="question",
+        description="the dynamic search query: the question itself (shortened by key terms only when the backend's "
+        "max_query_chars requires it), one written by the LM query step, or key terms always",
+    )
     agreement_mode: Literal["normaliser", "lm"] = Field(
-        default="normaliser", description="how free-text candidates are compared (MCQ always by letter set)"
+        default="normaliser",
+        description="how free-text candidates are compared (MCQ always by letter set): the concept normaliser, or "
+        "one LM judgement of all three pairs (the normaliser decides if it fails)",
     )
     format_gate_lm: bool = Field(default=True, description="ask the LM to map unparseable answers onto options")
     parallel_pathways: Literal["auto", "on", "off"] = "auto"

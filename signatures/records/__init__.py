@@ -31,7 +31,14 @@ from clearmed.signatures.records.base import (
     QualityOrigin,
     Record,
 )
-from clearmed.signatures.records.candidates import Agreement, Candidate, EvidenceBundle, FollowUpRound, VerifierOutput
+from clearmed.signatures.records.candidates import (
+    Agreement,
+    Candidate,
+    EvidenceBundle,
+    FollowUpRound,
+    OptionScores,
+    VerifierOutput,
+)
 from clearmed.signatures.records.evidence import Passage, Provenance, QualityAssessment, SourceQuality
 from clearmed.signatures.records.judgment import (
     GraphCleanup,

@@ -93,6 +93,12 @@ class Thresholds(Record):
     # Domain-tier weights of that prior score, overriding the config's `[quality_priors] tier_weights` for the
     # gate only.
     prior_tier_weights: dict[DomainTier, float] = Field(default_factory=dict)
+    # The calibrated verifier (`verifier_mode = "calibrated"`): log-linear weights of each pathway's option
+    # distribution, plus `calibrated_high_weight` times the share of high-quality web results for the dynamic one.
+    calibrated_parametric_weight: float = Field(default=1.0, ge=0.0)
+    calibrated_local_weight: float = Field(default=1.0, ge=0.0)
+    calibrated_dynamic_weight: float = Field(default=1.0, ge=0.0)
+    calibrated_high_weight: float = Field(default=0.0, ge=0.0)
 
     @property
     def quality_gate_on(self) -> bool:

@@ -15,6 +15,20 @@ from clearmed.signatures.records.search_plan import SearchPlan
 from clearmed.signatures.records.usage import StepError
 
 
+class OptionScores(Record):
+    """How probable the backbone found each option, read from its next-token distribution (`scored`).
+
+    Single answer: the letters' probabilities, summing to one, and `letter_mass`, the probability the model put
+    on the letters at all before renormalising (low: it wanted to write prose). Several answers allowed
+    (`per_option`): each option's own probability of being correct, not summing to one.
+    """
+
+    probs: dict[str, float]
+    letters: tuple[str, ...]
+    letter_mass: float | None = None
+    per_option: bool = False
+
+
 class Candidate(Record):
     """A pathway's answer, with the evidence it saw and the provenance of both.
 
@@ -34,6 +48,12 @@ class Candidate(Record):
     error: StepError | None = None
     judgment: OptionJudgment | None = None
     search_plan: SearchPlan | None = None
+    # Set when the answer was scored rather than generated (`[program] mcq_decoding = "score"`).
+    option_scores: OptionScores | None = None
+    # How the web query was made when the question itself was too long or not wanted: "lm" (the query writer)
+    # or "salient" (key terms), and the question's length when it was replaced or cut.
+    query_source: Literal["question", "lm", "salient"] = "question"
+    query_replaced_chars: int | None = None
 
 
 class FollowUpRound(Record):
@@ -96,6 +116,8 @@ class VerifierOutput(Record):
     route: Route
     rationale: str = ""
     confidence: Confidence = "low"
-    mode: Literal["lm", "heuristic"] = "lm"
+    mode: Literal["lm", "heuristic", "calibrated"] = "lm"
     raw_answer: str | None = None
+    # calibrated mode: the pooled probability of each option (the route follows from it and the candidates)
+    pooled: dict[str, float] | None = None
     error: StepError | None = None

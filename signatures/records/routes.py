@@ -100,6 +100,7 @@ RuleId = Literal[
     # the verifier and its deterministic stand-in
     "unanimity_fast_path",
     "verifier",
+    "calibrated",
     "heuristic_parametric_local",
     "heuristic_local_dynamic",
     "heuristic_parametric_dynamic_high_quality",
