@@ -8,6 +8,7 @@ the gold set" is kept alongside as `in_gold_set` and never reported as accuracy.
 LM, passed in: `FreeTextJudge(judge_lm)`, `RubricGrader(judge_lm)`.
 """
 
+from clearmed.metrics._calibration import Calibration, ReliabilityBin, calibration, letter_prior
 from clearmed.metrics._decision import QuestionScore, score_decision, score_rubric_decision
 from clearmed.metrics._free_text import FreeTextJudge, FreeTextJudgement, JudgeTask, extract_final_answer
 from clearmed.metrics._intervals import Interval, bootstrap_interval, wilson_interval

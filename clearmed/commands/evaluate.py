@@ -45,6 +45,18 @@ def _load_questions(args: argparse.Namespace):  # -> BenchmarkSet
         return BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
     source = shared_source(args.benchmark) if args.source == "shared" else args.source
     on_error = "skip" if args.skip_bad_rows else "raise"
+    if args.ids:  # exactly these questions, in the file's order (a held-out test split, say)
+        from clearmed.optimize.splits import read_id_file
+
+        if args.limit:
+            raise UsageError("give --ids or --limit, not both")
+        wanted = read_id_file(args.ids)
+        bench = load_benchmark(args.benchmark, source=source, split=args.split, on_error=on_error)
+        by_id = {q.id: q for q in bench.questions}
+        missing = [qid for qid in wanted if qid not in by_id]
+        if missing:
+            raise UsageError(f"--ids: {len(missing)} ids are not in {args.benchmark} (first: {missing[0]})")
+        return bench.model_copy(update={"questions": [by_id[qid] for qid in wanted]})
     return load_benchmark(
         args.benchmark, source=source, split=args.split, limit=args.limit, seed=args.seed, on_error=on_error
     )
@@ -164,6 +176,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     evaluate.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
     evaluate.add_argument("--limit", type=int, help="evaluate N questions (deterministic sample with --seed)")
     evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--ids", help="a file of question ids to evaluate, in order (one per line or a JSON list)")
     evaluate.add_argument(
         "--skip-bad-rows", action="store_true", help="skip and count malformed benchmark rows instead of stopping"
     )

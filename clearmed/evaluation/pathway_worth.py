@@ -4,6 +4,11 @@ For MCQ runs: each pathway's own accuracy, the deterministic verifier's accuracy
 (the CLEAR code's fallback order: what `verifier_mode = "heuristic"` would route, before guard and audit),
 and the oracle: some pathway was right. The gap between the program's accuracy and these numbers says
 whether adjudication, not evidence, is the bottleneck.
+
+The oracle is read against `chance_oracle`, what it would be if the pathways erred independently at their
+accuracies (1 - prod(1 - acc)): three near-chance pathways are "some pathway right" about 58% of the time by
+luck alone. Pathways that scored their options (`Candidate.option_scores`) also get a calibration row (ECE,
+reliability bins) and the backbone's letter prior.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.metrics import score_mcq
+from clearmed.metrics import Calibration, calibration, letter_prior, score_mcq
 from clearmed.programs.rules import answer_for_route, heuristic_verify
 from clearmed.signatures.records import PATHWAYS, Decision
 
@@ -24,6 +29,9 @@ class PathwayWorth(BaseModel):
     pathway_accuracy: dict[str, float]
     deterministic_verifier_accuracy: float
     any_pathway_correct: float
+    chance_oracle: float = 0.0
+    calibration: dict[str, Calibration] = {}
+    letter_prior: dict[str, dict[str, dict[str, float]]] = {}
 
 
 def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
@@ -35,9 +43,18 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         return None
     hits = dict.fromkeys(PATHWAYS, 0)
     deterministic = oracle = 0
+    confidences: dict[str, list[float]] = {p: [] for p in PATHWAYS}
+    corrects: dict[str, list[bool]] = {p: [] for p in PATHWAYS}
+    distributions: dict[str, list[dict[str, float]]] = {p: [] for p in PATHWAYS}
     for decision in usable:
         question, bundle = decision.bundle.question, decision.bundle
         right = {p: score_mcq(question, bundle.candidate(p).answer).correct for p in PATHWAYS}
+        for pathway in PATHWAYS:
+            scores = bundle.candidate(pathway).option_scores
+            if scores is not None and not scores.per_option:
+                confidences[pathway].append(max(scores.probs.values()))
+                corrects[pathway].append(right[pathway])
+                distributions[pathway].append(scores.probs)
         for pathway, ok in right.items():
             hits[pathway] += ok
         oracle += any(right.values())
@@ -45,9 +62,18 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         output, _ = heuristic_verify(bundle, decision.agreement, bundle.dynamic_quality(), allow_more_search=False)
         deterministic += score_mcq(question, answer_for_route(output.route, bundle, decision.agreement)).correct
     n = len(usable)
+    chance_miss = 1.0
+    for pathway in PATHWAYS:
+        chance_miss *= 1 - hits[pathway] / n
+    calibrated: dict[str, Calibration] = {
+        p: c for p in PATHWAYS if (c := calibration(confidences[p], corrects[p])) is not None
+    }
     return PathwayWorth(
         questions=n,
         pathway_accuracy={p: round(hits[p] / n, 4) for p in PATHWAYS},
         deterministic_verifier_accuracy=round(deterministic / n, 4),
         any_pathway_correct=round(oracle / n, 4),
+        chance_oracle=round(1 - chance_miss, 4),
+        calibration=calibrated,
+        letter_prior={p: letter_prior(distributions[p]) for p in calibrated},
     )

@@ -216,8 +216,11 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
                 f"\n### Pathways: {name} on {s.benchmark} ({worth.questions} questions)\n\n"
                 f"each pathway alone: {each}; deterministic verifier over the same candidates: "
                 f"{100 * worth.deterministic_verifier_accuracy:.1f}%; some pathway right: "
-                f"{100 * worth.any_pathway_correct:.1f}%\n"
+                f"{100 * worth.any_pathway_correct:.1f}% (by chance alone at these accuracies: "
+                f"{100 * worth.chance_oracle:.1f}%)\n"
             )
+            if worth.calibration:
+                parts.append(_calibration_markdown(worth))
         if s.judge:
             parts.append(f"\n### Option-wise judge: {name} on {s.benchmark}\n\n{judge_table(s.judge)}\n")
         if s.search_plan_stops:
@@ -227,6 +230,23 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
                 f"stopped by {stops}\n"
             )
     return "".join(parts)
+
+
+def _calibration_markdown(worth: PathwayWorth) -> str:
+    rows = [
+        "\n| pathway | scored | accuracy % | mean confidence % | ECE | letter prior: mean P (top choice %) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for pathway, cal in worth.calibration.items():
+        prior = ", ".join(
+            f"{letter} {v['mean_probability']:.2f} ({100 * v['top_share']:.0f})"
+            for letter, v in worth.letter_prior.get(pathway, {}).items()
+        )
+        rows.append(
+            f"| {pathway} | {cal.questions} | {100 * cal.accuracy:.1f} | {100 * cal.mean_confidence:.1f} "
+            f"| {cal.ece:.3f} | {prior} |"
+        )
+    return "\n".join(rows) + "\n"
 
 
 def write_plots(summaries: Sequence[RunSummary], folder: Path, stem: str = "") -> list[Path]:
@@ -282,6 +302,26 @@ def write_plots(summaries: Sequence[RunSummary], folder: Path, stem: str = "") -
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     fig.tight_layout()
     written.append(_save(fig, folder / f"{stem}cost_by_route.png"))
+
+    calibrated = [s for s in summaries if s.pathways is not None and s.pathways.calibration]
+    if calibrated:  # reliability diagram: one line per pathway (and run), the diagonal is perfect calibration
+        fig, ax = plt.subplots(figsize=(4.6, 4.2))
+        ax.plot([0, 1], [0, 1], color="#999999", linestyle="--", linewidth=1)
+        for s in calibrated:
+            assert s.pathways is not None
+            for pathway, cal in s.pathways.calibration.items():
+                name = pathway if len(calibrated) == 1 else f"{s.program} {pathway}"
+                xs = [b.mean_confidence for b in cal.bins]
+                ys = [b.accuracy for b in cal.bins]
+                ax.plot(xs, ys, marker="o", label=f"{name} (ECE {cal.ece:.3f})")
+        ax.set_xlabel("confidence (top option probability)")
+        ax.set_ylabel("accuracy")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_title("Reliability of pathway confidences")
+        ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        written.append(_save(fig, folder / f"{stem}calibration.png"))
     return written
 
 
