@@ -142,12 +142,19 @@ def write_artifact(
     ids: UsedIds,
     config: ClearmedConfig,
     program: dspy.Module | None = None,
+    program_state: Path | None = None,
     reports: dict[str, str] | None = None,
 ) -> Path:
-    """Write every file of an artifact; the manifest last, so a folder with a manifest is complete."""
+    """Write every file of an artifact; the manifest last, so a folder with a manifest is complete.
+
+    `program` saves a live program's state; `program_state` copies an existing program.json (a compiled
+    artifact's, carried into the tune artifact made on top of it).
+    """
     out.mkdir(parents=True, exist_ok=True)
     if program is not None:
         save_program_state(program, out / PROGRAM)
+    elif program_state is not None:
+        _write(out / PROGRAM, program_state.read_text(encoding="utf-8"))
     _write(out / THRESHOLDS, thresholds.model_dump_json(indent=2))
     _write(out / IDS, ids.model_dump_json(indent=2))
     # The config names key variables, never keys: safe to write whole.

@@ -51,7 +51,7 @@ def _ids(path: str | None) -> list[str] | None:
 def run_tune(args: argparse.Namespace) -> int:
     from clearmed.optimize.artifacts import MANIFEST, load_artifact, new_manifest, write_artifact
     from clearmed.optimize.rescore import LiveSession, Rescorer, load_items
-    from clearmed.optimize.splits import split_ids
+    from clearmed.optimize.splits import refuse_seen_as_test, split_ids
     from clearmed.optimize.tuning import TuneSettings, parse_params, redact_storage, tune
 
     if args.cost_weight < 0:
@@ -62,6 +62,9 @@ def run_tune(args: argparse.Namespace) -> int:
         raise UsageError(f"{out} holds a compiled program artifact; choose another --out")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file, not a folder")
+    compiled = load_artifact(args.program_artifact) if args.program_artifact else None
+    if compiled is not None and compiled.program_state is None:
+        raise UsageError(f"{args.program_artifact}: holds no compiled program (program.json) to carry")
     items, loaded = load_items(args.run)
     ids = split_ids(
         [item.question_id for item in items],
@@ -70,6 +73,8 @@ def run_tune(args: argparse.Namespace) -> int:
         train_fraction=args.train_fraction,
         seed=args.seed,
     )
+    if compiled is not None:
+        refuse_seen_as_test(ids.test, compiled.ids.seen(), what="compiling the program")
     config = _run_config(args)
     live = None
     if args.live:
@@ -103,9 +108,18 @@ def run_tune(args: argparse.Namespace) -> int:
     summary = tune(
         rescorer, ids, settings, n_trials=args.trials, study_name=args.study_name, storage=storage, timeout=args.timeout
     )
-    manifest = new_manifest("tune", loaded.programs[0], config, benchmark=None, optimizer="optuna-tpe")
+    # Tuned on runs of a compiled program: one artifact carries both, so `--program-artifact` loads them together.
+    state = compiled.program_state if compiled is not None else None
+    optimizer = "optuna-tpe" if compiled is None else f"{compiled.manifest.optimizer}+optuna-tpe"
+    manifest = new_manifest(
+        "tune", loaded.programs[0], config, benchmark=None, optimizer=optimizer, has_program_state=state is not None
+    )
+    if compiled is not None:  # the prompts were optimised on the compile ids: they count as seen, never as test
+        ids = ids.model_copy(update={"train": list(dict.fromkeys([*ids.train, *compiled.ids.seen()]))})
     reports = {"study.json": summary.model_dump_json(indent=2), "runs.json": loaded.model_dump_json(indent=2)}
-    write_artifact(out, manifest, thresholds=summary.thresholds, ids=ids, config=config, reports=reports)
+    write_artifact(
+        out, manifest, thresholds=summary.thresholds, ids=ids, config=config, program_state=state, reports=reports
+    )
     Console().print(_report(summary))
     console.print(f"artifact: {out}  (dashboard: optuna-dashboard {summary.storage})")
     return 0
@@ -163,6 +177,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="a branch the record lacks keeps the original outcome, or counts as wrong",
     )
     tune.add_argument("--live", action="store_true", help="ask the LM (cached) for branches the records lack")
+    tune.add_argument(
+        "--program-artifact",
+        help="the compile artifact the runs were made with: its program.json goes into this artifact too",
+    )
     tune.add_argument("-c", "--config", help="config for priors and --live LMs (default: the first run's config)")
     tune.add_argument("--cost-weight", type=float, default=0.0, help="objective = accuracy - weight * cost")
     tune.add_argument("--cost-unit", choices=["calls", "seconds"], default="calls", help="cost per question")

@@ -208,3 +208,50 @@ def test_storage_urls_in_reports_never_carry_a_password() -> None:
 
     assert redact_storage("postgresql://user:hunter2@db:5432/optuna") == "postgresql://user:***@db:5432/optuna"
     assert redact_storage(None) == "in-memory"
+
+
+def test_tune_on_a_compiled_program_carries_its_prompts(
+    synthetic_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clearmed.config import load_config
+    from clearmed.optimize.artifacts import new_manifest, write_artifact
+    from clearmed.testing import build_toy_program
+
+    config = load_config("embedded")
+    program, _, _ = build_toy_program({})
+    program.parametric.answer.signature = program.parametric.answer.signature.with_instructions("COMPILED PROMPT")
+    compiled = tmp_path / "compiled"
+    write_artifact(
+        compiled,
+        new_manifest("compile", "clear", config, optimizer="bootstrap", has_program_state=True),
+        thresholds=Thresholds(),
+        ids=UsedIds(train=["synth-0000"], val=["synth-0001"]),
+        config=config,
+        program=program,
+    )
+    out = tmp_path / "tuned"
+    (tmp_path / "held-out.txt").write_text("".join(f"synth-{i:04d}\n" for i in range(20, 40)))
+    argv = [
+        "tune",
+        "--run",
+        str(synthetic_run),
+        "--out",
+        str(out),
+        "--trials",
+        "3",
+        "--program-artifact",
+        str(compiled),
+    ]
+    assert main([*argv, "--test-ids", str(tmp_path / "held-out.txt")]) == 0
+    artifact = load_artifact(out)
+    assert artifact.manifest.has_program_state
+    assert artifact.manifest.optimizer == "bootstrap+optuna-tpe"
+    assert "COMPILED PROMPT" in (out / "program.json").read_text()
+    assert {"synth-0000", "synth-0001"} <= set(artifact.ids.train)
+    assert len(artifact.ids.test) == 20
+    # A held-out id the prompts were compiled on is refused as a test id.
+    (tmp_path / "test.txt").write_text("synth-0001\nsynth-0002\n")
+    refused = ["tune", "--run", str(synthetic_run), "--out", str(tmp_path / "t2"), "--trials", "1",
+               "--program-artifact", str(compiled), "--test-ids", str(tmp_path / "test.txt")]  # fmt: skip
+    assert main(refused) == 2
+    assert "used for compiling the program" in capsys.readouterr().err
