@@ -84,6 +84,15 @@ def agreement_pattern(decision: Decision) -> str:
     return pattern
 
 
+def pathway_answers(decision: Decision) -> str:
+    """Each pathway's answer in pathway order, e.g. "A A B" ("-": no answer); "" for one-pathway programs."""
+    by_pathway = {c.pathway: c for c in decision.bundle.candidates}
+    if len(by_pathway) < 2:
+        return ""
+    shown = [by_pathway[p].answer for p in PATHWAYS if p in by_pathway]
+    return " ".join(answer.display()[:12] if answer is not None else "-" for answer in shown)
+
+
 def has_error(decision: Decision) -> bool:
     """A failure anywhere in the trail: the decision, a pathway, a step, a follow-up search."""
     return bool(
@@ -111,6 +120,7 @@ class QuestionRow(BaseModel):
     route: str
     rule: str
     pattern: str
+    pathway_answers: str  # e.g. "A A B": parametric, local, dynamic ("-" for no answer); "" for one-pathway programs
     error: bool
     leak: bool
     lm_calls: int
@@ -150,6 +160,7 @@ def question_row(record: EvalRecord, leak: LeakageReport | None) -> QuestionRow:
         route=decision.route or "-",
         rule=decision.deciding_rule or "-",
         pattern=agreement_pattern(decision),
+        pathway_answers=pathway_answers(decision),
         error=has_error(decision),
         leak=leak is not None and leak.flagged,
         lm_calls=decision.lm_calls(),
@@ -166,6 +177,7 @@ class OptionLine(BaseModel):
     gold: bool
     predicted: bool
     pathways: list[str]  # the pathways whose answer includes this option
+    probabilities: dict[str, float] = {}  # pathway -> this option's probability, where the pathway scored options
 
 
 class PassageView(BaseModel):
@@ -307,7 +319,9 @@ def _distribution(value: object, letters: Sequence[str]) -> list[tuple[str, floa
 
 def candidate_view(candidate: Candidate, decision: Decision) -> CandidateView:
     question = decision.bundle.question
-    extras_raw = {k: v for k, v in candidate.model_dump(mode="json").items() if k not in _KNOWN_CANDIDATE_FIELDS}
+    # Fields at their defaults say nothing about this candidate (a new field's default is how old records read).
+    dumped = candidate.model_dump(mode="json", exclude_defaults=True)
+    extras_raw = {k: v for k, v in dumped.items() if k not in _KNOWN_CANDIDATE_FIELDS}
     extras = {k: json.dumps(v, ensure_ascii=False)[:2000] for k, v in extras_raw.items() if v not in (None, [], {})}
     correct = None
     if question.is_mcq and question.gold_letters and candidate.answer is not None:
@@ -352,6 +366,7 @@ def question_page(record: EvalRecord, leak: LeakageReport | None) -> QuestionPag
     question = decision.bundle.question
     predicted = set(decision.letters)
     gold = set(question.gold_letters or [])
+    candidates = [candidate_view(c, decision) for c in decision.bundle.candidates]
     options = [
         OptionLine(
             letter=letter,
@@ -361,6 +376,11 @@ def question_page(record: EvalRecord, leak: LeakageReport | None) -> QuestionPag
             pathways=[
                 c.pathway for c in decision.bundle.candidates if c.answer is not None and letter in c.answer.letters
             ],
+            probabilities={
+                view.candidate.pathway: dict(view.distribution)[letter]
+                for view in candidates
+                if letter in dict(view.distribution)
+            },
         )
         for letter, text in (question.options or {}).items()
     ]
@@ -368,7 +388,7 @@ def question_page(record: EvalRecord, leak: LeakageReport | None) -> QuestionPag
         record=record,
         row=question_row(record, leak),
         options=options,
-        candidates=[candidate_view(c, decision) for c in decision.bundle.candidates],
+        candidates=candidates,
         passages=_passages(decision),
         costs=_costs(decision),
         leak=leak if leak is not None and leak.flagged else None,

@@ -14,8 +14,8 @@ from clearmed import assemble
 from clearmed.cli import main
 from clearmed.evaluation import read_records
 from clearmed.evaluation.compare import ComparedRun, _correct, paired_comparisons
-from clearmed.evaluation.html_report import write_html_report
-from clearmed.evaluation.html_views import candidate_view, page_name
+from clearmed.evaluation.html_report import environment, load_run_views, write_html_report
+from clearmed.evaluation.html_views import candidate_view, page_name, question_page
 from clearmed.evaluation.report import summarize
 from clearmed.evaluation.store import RunStore
 from clearmed.signatures.records import Candidate
@@ -174,12 +174,32 @@ def test_option_probabilities_are_shown_when_a_candidate_records_them(report_run
         option_scores: dict[str, object] | None = None
 
     scored = ScoredCandidate(
-        **candidate.model_dump(),
+        **candidate.model_dump(exclude={"option_scores"}),
         option_scores={"method": "next_token", "probabilities": {"A": 0.7, "B": 0.2, "C": 0.05, "D": 0.05}},
     )
     view = candidate_view(scored, decision)
     assert view.distribution == [("A", 0.7), ("B", 0.2), ("C", 0.05), ("D", 0.05)]
     assert "option_scores" in view.extras
+    # On the page: a probability column in the options table, and the distribution in the pathway's card.
+    bundle = decision.bundle.model_copy(update={"candidates": [scored, *decision.bundle.candidates[1:]]})
+    page = question_page(record.model_copy(update={"decision": decision.model_copy(update={"bundle": bundle})}), None)
+    assert [o.probabilities for o in page.options][:2] == [{scored.pathway: 0.7}, {scored.pathway: 0.2}]
+    html = (
+        environment()
+        .get_template("question.html.j2")
+        .render(
+            version="test",
+            root="../../../",
+            script_src="'none'",
+            run=load_run_views([report_runs["paper"]])[0],
+            page=page,
+            previous="",
+            next="",
+        )
+    )
+    assert f"P({scored.pathway})</th>" in html
+    assert '<td class="num">0.70</td>' in html
+    assert '<table class="distribution small">' in html
 
 
 def test_report_command_and_its_errors(
