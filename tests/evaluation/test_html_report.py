@@ -362,3 +362,30 @@ def test_failed_unparsed_and_free_text_questions_have_pages(tmp_path: Path) -> N
     listing = (tmp_path / "out" / "runs" / "run" / "index.html").read_text()
     for value in ('data-correct="unscored"', 'data-status="failed"', 'data-status="unparsed"', 'data-error="yes"'):
         assert value in listing, value
+
+
+def test_only_web_addresses_become_links_and_long_text_is_folded() -> None:
+    from clearmed.evaluation.html_views import fold, safe_href
+
+    assert safe_href("https://www.nih.gov/a?b=1") == "https://www.nih.gov/a?b=1"
+    for bad in (
+        "javascript:alert(1)",
+        "JAVASCRIPT:x",
+        "data:text/html,<b>",
+        "file:///etc/passwd",
+        'https://a" onmouseover="x',
+    ):
+        assert safe_href(bad) is None, bad
+    head, tail = fold("word " * 400)
+    assert head + tail == ("word " * 400)
+    assert 300 < len(head) <= 600
+    assert fold("short\n\n\n\ntext") == ("short\n\ntext", "")
+
+
+def test_a_missing_chromium_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from clearmed.evaluation import headless
+
+    monkeypatch.setattr(headless.shutil, "which", lambda name: None)
+    assert headless.find_chromium() is None
+    with pytest.raises(headless.ChromiumError, match="no Chromium found"):
+        headless.dump_dom(tmp_path / "index.html")
