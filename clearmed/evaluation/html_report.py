@@ -30,6 +30,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict
 
 from clearmed import __version__
+
+# compare.py's own helpers, so that run labels, what counts as scored, and the paired test are the same as in
+# `clearmed compare` (they are module-private there; making them public is a one-line follow-up in compare.py).
 from clearmed.evaluation.compare import ComparedRun, _correct, _labels, _manifest, paired_comparisons
 from clearmed.evaluation.html_plots import run_plots
 from clearmed.evaluation.html_views import (
