@@ -34,6 +34,7 @@ def _select(args: argparse.Namespace):  # -> (benchmark set, train questions, va
         limit=None if excluded else wanted,
         seed=args.seed,
         skip_bad_rows=args.skip_bad_rows,
+        ids=None,
     )
     bench = _load_questions(loader)
     usable = [q for q in bench.questions if q.is_mcq and q.gold_letters and q.id not in excluded]
