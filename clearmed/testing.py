@@ -204,6 +204,17 @@ WEB = [
     ),
     web_passage("p2", "https://thyroid-blog.example.com/a", "My story", "weight gain and cold intolerance", None),
 ]
+# A page only a targeted follow-up finds (it shares no word with the question): the override guard grants on
+# new evidence alone, so a toy follow-up that asks about hypothyroidism must have something new to find.
+FOLLOWUP_WEB = [
+    web_passage(
+        "p3",
+        "https://medlineplus.gov/hypothyroidism.html",
+        "Hypothyroidism | MedlinePlus",
+        "In hypothyroidism the TSH level is high, free T4 low.",
+        "2024-09-01",
+    ),
+]
 
 
 def label_all(label: str) -> Callable[[ScriptedCall], dict[str, object]]:
@@ -263,7 +274,7 @@ def build_toy_program(
         role_lms["assessor"] = assessor_lm
     program = CLEAR(
         retriever if retriever is not None else InMemoryRetriever(LOCAL),
-        web if web is not None else InMemoryWebSearch(WEB),
+        web if web is not None else InMemoryWebSearch([*WEB, *FOLLOWUP_WEB]),
         settings=settings or ProgramSettings(json_fallback=False, parallel_pathways="off"),
         thresholds=thresholds,
         role_lms=role_lms,

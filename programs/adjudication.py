@@ -19,6 +19,7 @@ from clearmed.programs.rules import (
     audit_applies,
     audit_has_evidence,
     audit_skippable,
+    followup_found_evidence,
     guard_applies,
     guard_confident_enough,
     guard_default,
@@ -305,6 +306,17 @@ def _run_guard(
         round_ = actions.follow_up(bundle, "guard")
         bundle = _with_round(bundle, round_)
         steps.append(_followup_step(round_, "override guard"))
+        if not followup_found_evidence(round_):
+            why = (
+                "failed"
+                if round_.error is not None and round_.error.stage == "followup_search"
+                else "found nothing new"
+            )
+            return finish(
+                "guard_rejected_no_followup_evidence",
+                f"override rejected: the follow-up search {why}, so there is no new evidence to grant it on",
+                granted=False,
+            )
     assessment = actions.assess_guard(bundle, default, challenger)
     if isinstance(assessment, StepError):
         return finish(

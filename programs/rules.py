@@ -20,6 +20,7 @@ from clearmed.signatures.records import (
     Candidate,
     Confidence,
     EvidenceBundle,
+    FollowUpRound,
     GuardAssessment,
     PathwayName,
     QualityAssessment,
@@ -168,6 +169,13 @@ def guard_may_search(quality: SourceQuality, thresholds: Thresholds) -> bool:
     high-quality source (n_high >= 1); otherwise, the proposed override is rejected without further
     retrieval." """
     return quality.n_high >= thresholds.guard_min_high
+
+
+def followup_found_evidence(round_: FollowUpRound) -> bool:
+    """The guard's follow-up brought back at least one page the bundle did not already hold. A failed search or
+    one that found only known pages adds nothing to assess: an override granted then would rest on evidence
+    the follow-up never found (the initial pages already decided the route that asked for the guard)."""
+    return bool(round_.passages)
 
 
 def guard_grants(assessment: GuardAssessment) -> bool:

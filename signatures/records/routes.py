@@ -114,6 +114,7 @@ RuleId = Literal[
     "guard_rejected_low_confidence",
     "guard_rejected_few_high_quality",
     "guard_rejected_conditions",
+    "guard_rejected_no_followup_evidence",
     "guard_assessment_failed",
     "guard_rejected_option_not_supported",
     "guard_granted",

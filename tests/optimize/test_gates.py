@@ -121,14 +121,14 @@ GUARD_RUN = {
     **pathway_replies("B", "B", "A"),
     "source_quality": label_all("high"),
     "verifier": verifier_reply("accept_dynamic", confidence="medium"),
-    "followup_query": {"query": "q"},
+    "followup_query": {"query": "hypothyroidism TSH"},
     "guard": GUARD_ALL_TRUE,
 }
 AUDIT_RUN = {
     **pathway_replies("B", "B", "A"),
     "source_quality": label_all("medium"),
     "verifier": verifier_reply("consensus", answer="B", confidence="high"),
-    "followup_query": {"query": "q"},
+    "followup_query": {"query": "hypothyroidism TSH"},
     "audit": AUDIT_ALL_TRUE,
 }
 

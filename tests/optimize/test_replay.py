@@ -33,14 +33,14 @@ GUARD_RUN = {
     **pathway_replies("B", "B", "A"),
     "source_quality": label_all("high"),
     "verifier": verifier_reply("accept_dynamic"),
-    "followup_query": {"query": "q"},
+    "followup_query": {"query": "hypothyroidism TSH"},
     "guard": GUARD_ALL_TRUE,
 }
 AUDIT_RUN = {
     **pathway_replies("B", "B", "A"),
     "source_quality": label_all("medium"),
     "verifier": verifier_reply("consensus", answer="B"),
-    "followup_query": {"query": "q"},
+    "followup_query": {"query": "hypothyroidism TSH"},
     "audit": AUDIT_ALL_TRUE,
 }
 
@@ -54,7 +54,7 @@ AUDIT_RUN = {
             **pathway_replies("A", "B", "C"),
             "source_quality": label_all("low"),
             "verifier": verifier_reply("needs_more_search"),
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
         },
     ],
 )
@@ -62,6 +62,29 @@ def test_same_thresholds_reproduce_the_decision(script: dict) -> None:
     decision = stored(script)
     result, actions = replay_decision(decision, decision.thresholds)
     assert (result.answer, result.route, result.rule) == (decision.answer, decision.route, decision.deciding_rule)
+    assert actions.misses == []
+
+
+def test_a_guard_follow_up_that_found_nothing_new_is_rejected_again_in_replay() -> None:
+    decision = stored({**GUARD_RUN, "followup_query": {"query": "weight gain cold intolerance"}})
+    assert decision.deciding_rule == "guard_rejected_no_followup_evidence"
+    result, actions = replay_decision(decision, decision.thresholds)
+    assert (result.answer, result.route, result.rule) == (decision.answer, decision.route, decision.deciding_rule)
+    assert actions.misses == []
+    assert actions.served["follow_up"] == 1
+    assert actions.served["guard"] == 0  # no assessment was made, and replay asks for none
+
+
+def test_a_recorded_grant_on_an_empty_follow_up_is_rejected_in_replay() -> None:
+    # A run stored before the rule: the guard granted although its follow-up round found nothing.
+    decision = stored(GUARD_RUN)
+    assert decision.deciding_rule == "guard_granted"
+    empty = decision.bundle.followups[0].model_copy(update={"passages": []})
+    old = decision.model_copy(update={"bundle": decision.bundle.model_copy(update={"followups": [empty]})})
+    result, actions = replay_decision(old, old.thresholds)
+    assert result.rule == "guard_rejected_no_followup_evidence"
+    assert result.answer is not None
+    assert result.answer.letters == ("B",)
     assert actions.misses == []
 
 

@@ -116,7 +116,7 @@ def test_guard_rejects_after_follow_up_when_one_condition_fails() -> None:
             **pathway_replies("B", "C", "A"),  # all three differ: the default is the parametric answer
             "source_quality": label_all("high"),
             "verifier": verifier_reply("accept_dynamic"),
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
             "guard": {**GUARD_ALL_TRUE, "supports_exact_option": False},
         }
     )
@@ -125,6 +125,48 @@ def test_guard_rejects_after_follow_up_when_one_condition_fails() -> None:
     assert (decision.route, decision.letters) == ("keep_parametric", ("B",))
     assert engine.stages().count("guard") == 1
     assert "supports_exact_option" in decision.rationale
+
+
+GUARD_CONTEST = {
+    **pathway_replies("B", "B", "A"),
+    "source_quality": label_all("high"),
+    "verifier": verifier_reply("accept_dynamic"),
+    "guard": GUARD_ALL_TRUE,  # would grant: the rule must reject before the guard is ever asked
+}
+
+
+def test_guard_rejects_when_the_follow_up_finds_nothing_new() -> None:
+    # The targeted query finds only the two pages the dynamic pathway already read.
+    script = {**GUARD_CONTEST, "followup_query": {"query": "weight gain cold intolerance"}}
+    program, engine, _ = build_toy_program(script)
+    decision = decide(program)
+    assert decision.deciding_rule == "guard_rejected_no_followup_evidence"
+    assert (decision.route, decision.letters) == ("keep_local", ("B",))
+    assert decision.bundle.followups[0].passages == []
+    assert "guard" not in engine.stages()
+    assert "found nothing new" in decision.rationale
+
+
+class FailsAfterFirstSearch(InMemoryWebSearch):
+    """The dynamic pathway's search works; every later one (the follow-up) is rate limited."""
+
+    def search(self, query: str, max_results: int) -> list:
+        if self.queries:
+            self.fail_with = EvidenceError("HTTP 429: rate limited", kind="rate_limit")
+        return super().search(query, max_results)
+
+
+def test_guard_rejects_when_the_follow_up_search_fails() -> None:
+    script = {**GUARD_CONTEST, "followup_query": {"query": "hypothyroidism TSH"}}
+    program, engine, _ = build_toy_program(script, web=FailsAfterFirstSearch(WEB))
+    decision = decide(program)
+    assert decision.deciding_rule == "guard_rejected_no_followup_evidence"
+    assert decision.letters == ("B",)
+    followup = decision.bundle.followups[0]
+    assert followup.error is not None
+    assert followup.error.stage == "followup_search"
+    assert "guard" not in engine.stages()
+    assert "search failed" in decision.rationale
 
 
 def test_guard_threshold_comes_from_thresholds() -> None:
@@ -145,7 +187,7 @@ def test_audit_accepts_a_clearly_supported_challenge() -> None:
             **pathway_replies("B", "B", "A"),
             "source_quality": label_all("high"),
             "verifier": verifier_reply("consensus", answer="B"),
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
             "audit": {
                 "rationale": "clear",
                 "clearly_supports_challenger": "yes",
@@ -166,7 +208,7 @@ def test_audit_rejected_on_evidence_counts_makes_no_audit_call() -> None:
             **pathway_replies("B", "B", "A"),
             "source_quality": label_all("low"),
             "verifier": verifier_reply("consensus", answer="B"),
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
         }
     )
     decision = decide(program)
@@ -182,7 +224,7 @@ def test_audit_two_medium_sources_suffice_to_consider_the_challenge() -> None:
             **pathway_replies("B", "B", "A"),
             "source_quality": label_all("medium"),
             "verifier": verifier_reply("keep_local", answer="B"),
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
             "audit": {
                 "rationale": "not clear",
                 "clearly_supports_challenger": False,
@@ -226,7 +268,7 @@ def test_follow_up_bound_is_respected(rounds: int) -> None:
             **pathway_replies("A", "B", "C"),
             "source_quality": label_all("low"),
             "verifier": verifier_reply("needs_more_search"),
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
         },
         thresholds=Thresholds(max_followup_rounds=rounds),
     )
@@ -306,7 +348,7 @@ def test_free_text_agreement_by_lm_when_configured() -> None:
                 "local_equals_dynamic": False,
             },
             "verifier": verifier_reply("consensus", answer="Hypothyroidism"),
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
             "response": {"response": "Hypothyroidism."},
         },
         question=question,
@@ -366,7 +408,7 @@ def test_unparseable_verifier_falls_back_to_the_deterministic_verifier() -> None
             **pathway_replies("B", "B", "C"),
             "source_quality": label_all("low"),
             "verifier": "I think the answer is probably B but I am not sure.",
-            "followup_query": {"query": "q"},
+            "followup_query": {"query": "hypothyroidism TSH"},
         }
     )
     decision = decide(program)
@@ -451,7 +493,7 @@ def test_assessor_role_serves_quality_and_guard_stages() -> None:
     main_script = {
         **pathway_replies("B", "B", "A"),
         "verifier": verifier_reply("accept_dynamic"),
-        "followup_query": {"query": "q"},
+        "followup_query": {"query": "hypothyroidism TSH"},
     }
     assessor_script = {"source_quality": label_all("high"), "guard": GUARD_ALL_TRUE}
     program, main, assessor = build_toy_program(main_script, assessor=assessor_script)
@@ -489,7 +531,7 @@ def test_parallel_pathways_give_the_same_decision() -> None:
         **pathway_replies("B", "B", "A"),
         "source_quality": label_all("high"),
         "verifier": verifier_reply("accept_dynamic"),
-        "followup_query": {"query": "q"},
+        "followup_query": {"query": "hypothyroidism TSH"},
         "guard": GUARD_ALL_TRUE,
     }
     sequential, _, _ = build_toy_program(script)
@@ -640,7 +682,7 @@ def test_assessor_routing_survives_an_optimizer_reset_copy() -> None:
     main_script = {
         **pathway_replies("B", "B", "A"),
         "verifier": verifier_reply("accept_dynamic"),
-        "followup_query": {"query": "q"},
+        "followup_query": {"query": "hypothyroidism TSH"},
     }
     program, main, assessor = build_toy_program(
         main_script, assessor={"source_quality": label_all("high"), "guard": GUARD_ALL_TRUE}
