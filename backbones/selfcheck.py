@@ -15,7 +15,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -129,6 +128,8 @@ def _signal_number(name: str | None) -> int:
 
 
 def _no_core_dump() -> None:  # pragma: no cover - runs in the child between fork and exec
+    import resource  # POSIX only; Windows has no core dumps to suppress (and no preexec_fn)
+
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
@@ -151,7 +152,12 @@ def probe_engine(
     argv += [model_path, str(n_threads), str(prompt_tokens), str(generated_tokens)]
     try:
         done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, check=False, preexec_fn=_no_core_dump
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            preexec_fn=_no_core_dump if os.name == "posix" else None,
         )
     except subprocess.TimeoutExpired:
         return EngineProbe(outcome="timed_out", detail=f"no answer within {timeout:.0f} s")
