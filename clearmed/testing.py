@@ -78,6 +78,9 @@ def _output_fields(system: str) -> str:
 
 def identify_stage(system: str, user: str) -> str:
     fields = _output_fields(system)
+    # The web-query writer and the follow-up query both write a `query`; only the writer is told a length.
+    if "`query`" in fields and "`max_characters`" in system:
+        return "web_query"
     for stage, names in _STAGE_BY_FIELDS:
         if all(f"`{name}`" in fields for name in names):
             if stage in ("evidence_answer", "judge"):

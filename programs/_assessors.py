@@ -12,10 +12,11 @@ from clearmed.programs._evidence_search import search_web
 from clearmed.programs._evidence_view import render_dynamic_evidence
 from clearmed.programs._formatting import render_question
 from clearmed.programs._quality import SourceQualityAssessor, label_passages
-from clearmed.programs._results import QualityResult
+from clearmed.programs._results import QualityResult, WebQueryResult
 from clearmed.programs._run_context import current
 from clearmed.programs._shared import Shared
 from clearmed.programs._stage import run_stage
+from clearmed.programs._web_query import WebQueryWriter, clean_written_query, fit_query
 from clearmed.programs.rules import competing_answers
 from clearmed.programs.settings import Stage
 from clearmed.retrieval.base import WebSearch
@@ -52,21 +53,38 @@ def conflict_description(bundle: EvidenceBundle) -> tuple[str, str]:
     return "\n".join(lines), options
 
 
-def fallback_query(bundle: EvidenceBundle) -> str:
-    """When the query LM fails: the question stem plus the competing options' texts (still targeted)."""
+def competing_texts(bundle: EvidenceBundle) -> str:
+    """The competing options' texts, without their letters: what a follow-up search must separate."""
     _, options = conflict_description(bundle)
-    texts = " vs ".join(line.split(". ", 1)[-1] for line in options.splitlines())
-    return f"{bundle.question.text[:300]} {texts}".strip()
+    return " vs ".join(line.split(". ", 1)[-1] for line in options.splitlines())
+
+
+def fallback_query(stem: str, texts: str) -> str:
+    """When the query LM fails: the question's web query plus the competing options' texts (still targeted)."""
+    return f"{stem} {texts}".strip()
+
+
+def stem_budget(limit: int | None, texts: str) -> int | None:
+    """Characters left for the question's part of a fallback query once the options' texts are in (at least
+    half the limit: a long option list is cut instead)."""
+    return None if limit is None else max(limit - len(texts) - 1, limit // 2)
 
 
 class FollowUpSearch(dspy.Module):
-    """q~ = Q_follow(q, B, o0); E, P = Search(q~); S = AssessQuality(...): one bounded follow-up round."""
+    """q~ = Q_follow(q, B, o0); E, P = Search(q~); S = AssessQuality(...): one bounded follow-up round.
 
-    def __init__(self, search: WebSearch | None, assessor: SourceQualityAssessor) -> None:
+    The query is cleaned of option letters and cut to the backend's limit (the cut recorded on the round); when
+    the query LM fails, the web-query step (`settings.web_query`) writes the stem of a fallback query.
+    """
+
+    def __init__(
+        self, search: WebSearch | None, assessor: SourceQualityAssessor, writer: WebQueryWriter | None = None
+    ) -> None:
         super().__init__()
         self.query = dspy.Predict(GenerateFollowUpQuery)
         self.search = Shared(search)
         self.assessor = assessor
+        self.writer = writer or WebQueryWriter()
 
     def forward(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
         search: WebSearch | None = self.search.value
@@ -82,22 +100,27 @@ class FollowUpSearch(dspy.Module):
             conflict=conflict,
             competing_options=options,
         )
-        query = str(result.prediction.query).strip() if result.prediction is not None else ""
-        if not query:
-            query = fallback_query(bundle)
+        written = clean_written_query(result.prediction.query, bundle.question) if result.prediction is not None else ""
+        limit = search.max_query_chars
+        if not written:
+            texts = competing_texts(bundle)
+            stem: WebQueryResult = self.writer(question=bundle.question, limit=stem_budget(limit, texts))
+            written = fallback_query(stem.query, texts)
+        query, cut = fit_query(written, limit)
         found, error = search_web(search, query, current().settings.dynamic_k, "followup_search", f"F{round_number}.")
         # A page already in the bundle is not new evidence: counting it twice would inflate quality counts.
         seen = {p.provenance.url or p.provenance.doc_id for p in bundle.all_dynamic_passages()}
         passages = [p for p in found if (p.provenance.url or p.provenance.doc_id) not in seen]
         failure = error or result.error
         if not passages:
-            return FollowUpRound(trigger=trigger, query=query, error=failure)  # type: ignore[arg-type]
+            return FollowUpRound(trigger=trigger, query=query, query_cut_chars=cut, error=failure)  # type: ignore[arg-type]
         assessed: QualityResult = self.assessor(
             question_text=bundle.question.text, passages=passages, stage="followup_quality"
         )
         round_ = FollowUpRound(
             trigger=trigger,  # type: ignore[arg-type]
             query=query,
+            query_cut_chars=cut,
             passages=label_passages(passages, assessed.quality),
             source_quality=assessed.quality,
             error=failure or assessed.error,

@@ -22,11 +22,12 @@ from clearmed.programs._judge import OptionWiseJudge
 from clearmed.programs._option_scoring import run_scored_stage
 from clearmed.programs._qpis import QueryPlannedSearch
 from clearmed.programs._quality import SourceQualityAssessor, label_passages
-from clearmed.programs._results import JudgeResult, PathwayResult, QualityResult, SearchResult
+from clearmed.programs._results import JudgeResult, PathwayResult, QualityResult, SearchResult, WebQueryResult
 from clearmed.programs._run_context import current
 from clearmed.programs._shared import Shared
 from clearmed.programs._stage import StageResult, lm_name, record_tool_call, run_stage
 from clearmed.programs._task_adapters import FormatGate, resolve_answer
+from clearmed.programs._web_query import WebQueryWriter
 from clearmed.programs.settings import Stage
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.query import build_query
@@ -210,12 +211,17 @@ class DynamicPathway(dspy.Module):
     source-quality call over all results."""
 
     def __init__(
-        self, search: WebSearch | None, assessor: SourceQualityAssessor, gate: FormatGate | None = None
+        self,
+        search: WebSearch | None,
+        assessor: SourceQualityAssessor,
+        gate: FormatGate | None = None,
+        writer: WebQueryWriter | None = None,
     ) -> None:
         super().__init__()
         self.search = Shared(search)
         self.assessor = assessor
         self.reader = EvidenceAnswerer()
+        self.writer = writer or WebQueryWriter()
         self.planner = QueryPlannedSearch()
         self.gate = gate or FormatGate()
 
@@ -225,17 +231,22 @@ class DynamicPathway(dspy.Module):
         if search is None:
             absent = StepError(stage="dynamic_search", kind="search_error", message="no web search configured")
             return PathwayResult(candidate=Candidate(pathway="dynamic", error=absent))
-        query = build_query(question, settings.query_includes_options)
         plan = None
+        written: WebQueryResult | None = None
         if settings.dynamic_search_mode == "qpis":
-            planned: SearchResult = self.planner(question=question, search=search, fallback_query=query)
-            passages, error, plan = planned.passages, planned.error, planned.plan
-            query = " | ".join(q for r in plan.rounds for q in r.queries)
+            planned: SearchResult = self.planner(question=question, search=search, writer=self.writer)
+            passages, error, plan, written = planned.passages, planned.error, planned.plan, planned.fallback
+            query_fields: dict[str, object] = {"query": " | ".join(q for r in plan.rounds for q in r.queries)}
+            if written is not None:  # the plan failed and the pathway's own query was searched
+                query_fields = written.candidate_fields()
         else:
-            passages, error = search_web(search, query, settings.dynamic_k, "dynamic_search", "W")
+            written = self.writer(question=question, limit=search.max_query_chars)
+            passages, error = search_web(search, written.query, settings.dynamic_k, "dynamic_search", "W")
+            query_fields = written.candidate_fields()
+        query_error = written.error if written is not None else None
         extra = {
             "search_backend": search.name,
-            "query": query,
+            **query_fields,
             "passage_ids": [p.id for p in passages],
             "search_plan": plan,
         }
@@ -244,12 +255,16 @@ class DynamicPathway(dspy.Module):
                 stage="dynamic_search", kind="search_error", message="the search found nothing"
             )
             candidate = Candidate(pathway="dynamic", error=failure, **extra)  # type: ignore[arg-type]
-            return PathwayResult(candidate=candidate, passages=passages)
+            return PathwayResult(candidate=candidate, passages=passages, query_error=query_error)
         # a_dynamic = M(q, E) and S = AssessQuality(q, E) are independent (eq. 4). Answering first puts the two
         # evidence-answer calls back to back, so an in-process model reuses their shared prompt prefix.
         candidate = self.reader(question=question, passages=passages, pathway="dynamic", gate=self.gate, **extra)
         assessed: QualityResult = self.assessor(question_text=question.text, passages=passages)
         passages = label_passages(passages, assessed.quality)
         return PathwayResult(
-            candidate=candidate, passages=passages, quality=assessed.quality, quality_error=assessed.error
+            candidate=candidate,
+            passages=passages,
+            quality=assessed.quality,
+            quality_error=assessed.error,
+            query_error=query_error,
         )

@@ -16,15 +16,19 @@ the first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dspy
 
 from clearmed.programs._answers import format_options
 from clearmed.programs._evidence_search import reid, search_web
 from clearmed.programs._formatting import format_passages
-from clearmed.programs._results import SearchResult
+from clearmed.programs._results import SearchResult, WebQueryResult
 from clearmed.programs._run_context import current
 from clearmed.programs._stage import run_stage
+from clearmed.programs._web_query import WebQueryWriter, fit_query
 from clearmed.retrieval.base import WebSearch
+from clearmed.retrieval.query import without_option_letters
 from clearmed.signatures.qpis import CheckEvidence, PlanSubqueries
 from clearmed.signatures.records import Passage, Question, SearchPlan, SearchRound
 
@@ -44,14 +48,26 @@ def in_turns(result_lists: list[list[Passage]]) -> list[Passage]:
     return [results[i] for i in range(depth) for results in result_lists if i < len(results)]
 
 
-def clean_queries(raw: list[str] | None, limit: int) -> list[str]:
-    """Non-empty, distinct (case-insensitive) queries, at most `limit`."""
+def clean_queries(raw: list[str] | None, limit: int, letters: Sequence[str] = ()) -> list[str]:
+    """Non-empty, distinct (case-insensitive) queries without option letters, at most `limit`."""
     out: list[str] = []
     for query in raw or []:
-        text = " ".join(str(query).split())
+        text = without_option_letters(str(query), letters)
         if text and text.casefold() not in {q.casefold() for q in out}:
             out.append(text)
     return out[:limit]
+
+
+def fitted_round(queries: list[str], max_chars: int | None) -> SearchRound:
+    """A round of these queries, each cut to the backend's limit at a word boundary (the cuts recorded)."""
+    sent: list[str] = []
+    cuts: dict[str, int] = {}
+    for query in queries:
+        fitted, cut = fit_query(query, max_chars)
+        sent.append(fitted)
+        if cut is not None:
+            cuts[fitted] = cut
+    return SearchRound(queries=sent, query_cut_chars=cuts)
 
 
 class QueryPlannedSearch(dspy.Module):
@@ -60,10 +76,11 @@ class QueryPlannedSearch(dspy.Module):
         self.plan = dspy.Predict(PlanSubqueries)
         self.check = dspy.Predict(CheckEvidence)
 
-    def forward(self, question: Question, search: WebSearch, fallback_query: str) -> SearchResult:
+    def forward(self, question: Question, search: WebSearch, writer: WebQueryWriter) -> SearchResult:
         settings = current().settings
         limit = settings.qpis_max_passages or 2 * settings.dynamic_k
         options = format_options(question)
+        letters = question.letters if question.options else []
         planned = run_stage(
             "qpis_plan",
             self.plan,
@@ -72,16 +89,24 @@ class QueryPlannedSearch(dspy.Module):
             max_queries=settings.qpis_max_subqueries,
         )
         subqueries = clean_queries(
-            planned.prediction.subqueries if planned.prediction is not None else None, settings.qpis_max_subqueries
+            planned.prediction.subqueries if planned.prediction is not None else None,
+            settings.qpis_max_subqueries,
+            letters,
         )
-        # Without a usable plan the question itself is the query: QPIS degrades to a single search.
-        queries = subqueries or [fallback_query]
+        # Without a usable plan the pathway's own web query is searched: QPIS degrades to a single search.
+        fallback: WebQueryResult | None = None
+        if subqueries:
+            queries = subqueries
+        else:
+            fallback = writer(question=question, limit=search.max_query_chars)
+            queries = [fallback.query]
         plan = SearchPlan(subqueries=subqueries, plan_error=planned.error)
         passages: list[Passage] = []
         known: set[str] = set()  # pages already kept, by URL (or text when a page has none)
 
         while True:
-            round_ = SearchRound(queries=queries)
+            round_ = fitted_round(queries, search.max_query_chars)
+            queries = round_.queries
             before = len(passages)
             failures = 0
             found_lists: list[list[Passage]] = []
@@ -123,7 +148,7 @@ class QueryPlannedSearch(dspy.Module):
             sufficient = bool(checked.prediction.sufficient)
             missing = str(checked.prediction.missing or "")
             plan.rounds[-1] = round_.model_copy(update={"sufficient": sufficient, "missing": missing})
-            next_queries = clean_queries([checked.prediction.next_query or missing], 1)
+            next_queries = clean_queries([checked.prediction.next_query or missing], 1, letters)
             if sufficient:
                 plan.stop_reason = "sufficient"
                 break
@@ -133,4 +158,4 @@ class QueryPlannedSearch(dspy.Module):
             queries = next_queries
 
         error = next((r.error for r in plan.rounds if r.error is not None), None)
-        return SearchResult(passages=passages, plan=plan, error=error if not passages else None)
+        return SearchResult(passages=passages, plan=plan, error=error if not passages else None, fallback=fallback)

@@ -6,6 +6,8 @@ evaluators expect one; every module inside returns one of these.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from clearmed.signatures.records import (
@@ -30,11 +32,32 @@ class PathwayResult(Record):
     passages: list[Passage] = Field(default_factory=list)
     quality: SourceQuality = Field(default_factory=SourceQuality)
     quality_error: StepError | None = None  # the quality assessment failed; labels came from priors or none
+    query_error: StepError | None = None  # the web-query LM step failed; the key-term query was searched
 
 
 class QualityResult(Record):
     quality: SourceQuality
     error: StepError | None = None
+
+
+class WebQueryResult(Record):
+    """The query a web search is sent: who made it, what it replaced or cut, and the LM step's error if it failed
+    (the key-term query then stood in)."""
+
+    query: str
+    source: Literal["question", "lm", "salient"]
+    replaced_chars: int | None = None  # the question's length, when the query is not the question itself
+    cut_chars: int | None = None  # a written query's length before it was cut to the backend's limit
+    error: StepError | None = None
+
+    def candidate_fields(self) -> dict[str, object]:
+        """The candidate's record of the query (its error goes to the trail, not the candidate)."""
+        return {
+            "query": self.query,
+            "query_source": self.source,
+            "query_replaced_chars": self.replaced_chars,
+            "query_cut_chars": self.cut_chars,
+        }
 
 
 class SearchResult(Record):
@@ -43,6 +66,7 @@ class SearchResult(Record):
     passages: list[Passage]
     plan: SearchPlan
     error: StepError | None = None
+    fallback: WebQueryResult | None = None  # the plan gave no sub-queries: this query was searched instead
 
 
 class JudgeResult(Record):

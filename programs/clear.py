@@ -18,6 +18,7 @@ from clearmed.programs._results import AgreementResult, PathwayResult, ResponseR
 from clearmed.programs._run_context import Ledger, RunContext, activate, current, supports_concurrency
 from clearmed.programs._task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.programs._verifier import AggregationVerifier
+from clearmed.programs._web_query import WebQueryWriter
 from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import Retriever, WebSearch
@@ -85,12 +86,14 @@ class CLEAR(dspy.Module):
         super().__init__()
         self.gate = FormatGate()
         self.quality = SourceQualityAssessor(quality_priors)
+        # One query writer for the dynamic pathway, QPIS and the follow-up: one prompt for optimizers to tune.
+        self.web_query = WebQueryWriter()
         self.parametric = ParametricPathway(self.gate)
         self.local = LocalPathway(retriever, self.gate)
-        self.dynamic = DynamicPathway(web_search, self.quality, self.gate)
+        self.dynamic = DynamicPathway(web_search, self.quality, self.gate, self.web_query)
         self.agreement = CandidateAgreement()
         self.verifier = AggregationVerifier()
-        self.followup = FollowUpSearch(web_search, self.quality)
+        self.followup = FollowUpSearch(web_search, self.quality, self.web_query)
         self.guard = OverrideGuard()
         self.audit = ChallengeAudit()
         self.responder = ResponseGenerator()
@@ -145,6 +148,16 @@ class CLEAR(dspy.Module):
             )
             for c in bundle.candidates
         ]
+        if dynamic.query_error is not None:
+            query = dynamic.candidate.query or ""
+            steps.append(
+                AdjudicationStep(
+                    mechanism="pathways",
+                    trigger="web query",
+                    outcome=f"the query writer failed; key terms searched: {query!r}",
+                    error=dynamic.query_error,
+                )
+            )
         if dynamic.quality_error is not None:
             steps.append(
                 AdjudicationStep(

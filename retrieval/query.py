@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Final
 
 from clearmed.signatures.records import Question
@@ -67,3 +68,21 @@ def cut_at_word(text: str, max_chars: int) -> str:
         return text
     cut = text[: max_chars + 1].rsplit(" ", 1)[0]
     return cut if cut and len(cut) <= max_chars else text[:max_chars]
+
+
+def without_option_letters(query: str, letters: Iterable[str]) -> str:
+    """``query`` with every reference to an option letter removed ("option B", "(C)", "A." opening an item).
+
+    A written query must not carry letters: they mean nothing to a search engine and would only steer it. Bare
+    capital letters stay, since medicine needs them ("vitamin A", "hepatitis B", "type C").
+    """
+    keys = "".join(sorted({letter for letter in letters if len(letter) == 1 and letter.isalpha()}))
+    if not keys:
+        return " ".join(query.split())
+    named = rf"\b(?i:options?|choices?|answers?)\s*[:#]?\s*\(?[{keys}]\)?(?![\w])"
+    bracketed = rf"\(\s*[{keys}]\s*\)"
+    # "A) ...", "B: ...", "C. ..." opening an item and followed by more text (a bare "vitamin A" stays)
+    item = rf"(?:^|(?<=[\s,;/|]))[{keys}][.):](?=\s+\S)"
+    for pattern in (named, bracketed, item):
+        query = re.sub(pattern, " ", query)
+    return " ".join(query.split()).strip(" ,;:-|")

@@ -54,6 +54,9 @@ class Candidate(Record):
     # or "salient" (key terms), and the question's length when it was replaced or cut.
     query_source: Literal["question", "lm", "salient"] = "question"
     query_replaced_chars: int | None = None
+    # A written query longer than the backend accepts (max_query_chars) is cut at a word boundary before it is
+    # sent, never sent to fail: its length before the cut.
+    query_cut_chars: int | None = None
 
 
 class FollowUpRound(Record):
@@ -61,6 +64,8 @@ class FollowUpRound(Record):
 
     trigger: Literal["guard", "audit", "needs_more_search"]
     query: str = ""
+    # The written query's length when it was over the backend's max_query_chars and cut at a word boundary.
+    query_cut_chars: int | None = None
     passages: list[Passage] = Field(default_factory=list)
     source_quality: SourceQuality = Field(default_factory=SourceQuality)
     error: StepError | None = None

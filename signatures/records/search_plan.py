@@ -14,6 +14,8 @@ class SearchRound(Record):
     """One round of query-planned iterative search: the queries issued and what the check concluded."""
 
     queries: list[str] = Field(default_factory=list)
+    # Queries cut at a word boundary to the backend's max_query_chars: the query sent -> its length before the cut.
+    query_cut_chars: dict[str, int] = Field(default_factory=dict)
     new_passage_ids: list[str] = Field(default_factory=list)
     sufficient: bool | None = None
     missing: str = ""

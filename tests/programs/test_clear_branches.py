@@ -617,6 +617,7 @@ def test_named_predictors_list_every_lm_step() -> None:
     assert names == [
         "gate.map",
         "quality.assess",
+        "web_query.write",
         "parametric.answer",
         "local.reader.answer",
         "local.reader.judge.implicit",

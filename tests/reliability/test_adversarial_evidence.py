@@ -275,6 +275,7 @@ class TwoStageWeb:
     followup: list[Passage] = field(default_factory=list)
     name: str = "adversarial-web"
     queries: list[str] = field(default_factory=list)
+    max_query_chars: int | None = None
 
     def search(self, query: str, max_results: int) -> list[Passage]:
         self.queries.append(query)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.retrieval.query import cut_at_word, salient_query
+from clearmed.retrieval.query import cut_at_word, salient_query, without_option_letters
 
 VIGNETTE = (
     "A 23-year-old woman comes to the physician because of fatigue and shortness of breath on exertion for "
@@ -49,3 +49,22 @@ def test_every_shared_medqa_question_fits_tavilys_limit(shared_data: Path) -> No
     longest = max(len(salient_query(row["question"], 400)) for row in rows)
     assert longest <= 400
     assert sum(len(row["question"]) > 400 for row in rows) > len(rows) // 2  # the limit does bite on MedQA
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("Option A hypothyroidism vs (B) Graves disease", "hypothyroidism vs Graves disease"),
+        ("A. hypothyroidism B) Graves C: Addison", "hypothyroidism Graves Addison"),
+        ("answer: C cortisol deficiency", "cortisol deficiency"),
+        ("vitamin A deficiency night blindness", "vitamin A deficiency night blindness"),
+        ("hepatitis B serology in type C patients", "hepatitis B serology in type C patients"),
+        ("(A) (B)", ""),
+    ],
+)
+def test_written_queries_lose_option_letters_but_not_medical_letters(written: str, expected: str) -> None:
+    assert without_option_letters(written, "ABCDE") == expected
+
+
+def test_letters_that_are_not_options_stay() -> None:
+    assert without_option_letters("(F) factor", "ABCD") == "(F) factor"
