@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,6 +54,7 @@ class FakeTavily:
     def __init__(self) -> None:
         self.mode = "ok"
         self.requests: list[dict[str, Any]] = []
+        self.rejected: list[str] = []  # queries answered with Tavily's "Query is too long" 400
 
 
 def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
@@ -63,6 +66,7 @@ def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
             if len(body.get("query", "")) > TAVILY_MAX_QUERY:  # Tavily's documented limit and error body
+                state.rejected.append(body["query"])
                 return self._send(400, {"detail": {"error": "Query is too long. Max query length is 400 characters."}})
             mode = state.mode
             if mode == "slow":
@@ -114,6 +118,7 @@ def tavily(fake: tuple[FakeTavily, str], monkeypatch: pytest.MonkeyPatch) -> tup
     state, url = fake
     state.mode = "ok"
     state.requests.clear()
+    state.rejected.clear()
     monkeypatch.setenv("TAVILY_API_KEY", KEY)
     options = TavilyOptions(api_base_url=url, search_depth="basic", include_domains=["cdc.gov", "who.int"])
     return state, TavilySearch(options, timeout=5)
@@ -274,3 +279,74 @@ def test_the_limit_comes_from_config() -> None:
 
     assert build_web_search(SearchConfig(backend="tavily"), check_key=False).max_query_chars == 400
     assert build_web_search(SearchConfig(backend="tavily", max_query_chars=300), check_key=False).max_query_chars == 300
+
+
+# ------------------------------------------------------------------ the dynamic pathway against the limit
+
+
+def echo_the_vignette(call) -> dict[str, str]:
+    """A query writer that ignores its brief: it writes back the whole question, behind an option letter."""
+    asked = re.search(r"\[\[ ## question ## \]\]\n(.*?)\n\n\[\[ ## max_characters", call.user, re.DOTALL)
+    return {"query": "Option A: " + " ".join((asked.group(1) if asked else "").split())}
+
+
+def run_online(questions: list, search: TavilySearch, web_query: str) -> list:
+    """Each question through the dynamic pathway alone (the `online` program), with a scripted model."""
+    from clearmed.programs.baselines import SinglePathway
+    from clearmed.programs.settings import ProgramSettings
+    from clearmed.retrieval.quality import QualityPriors
+    from clearmed.testing import scripted_lm
+
+    lm, _ = scripted_lm(
+        {
+            "dynamic_answer": {"rationale": "the pages say so", "cited_ids": ["W1"], "answer": "A"},
+            "web_query": echo_the_vignette,
+        }
+    )
+    settings = ProgramSettings(
+        json_fallback=False, parallel_pathways="off", source_quality="priors", dynamic_k=3, web_query=web_query
+    )
+    # Pages labelled by the domain priors: no quality call, so the model answers and (lm) writes the query only.
+    program = SinglePathway(
+        "online", web_search=search, settings=settings, quality_priors=QualityPriors(), role_lms={"main": lm}
+    )
+    return [program(question=question).decision for question in questions]
+
+
+@pytest.mark.parametrize("web_query", ["question", "lm"])
+def test_every_shared_medqa_question_gets_a_query_tavily_accepts(
+    tavily: tuple[FakeTavily, TavilySearch], shared_data: Path, web_query: str
+) -> None:
+    from clearmed.benchmarks import load_benchmark
+    from clearmed.programs._web_query import clean_written_query
+
+    state, search = tavily
+    questions = load_benchmark("medqa", source=str(shared_data / "benchmarks" / "medqa" / "dev.jsonl")).questions
+    long = [q for q in questions if len(q.text) > TAVILY_MAX_QUERY]
+    assert len(long) > len(questions) / 2  # most vignettes are over the limit: the test means something
+    decisions = run_online(questions, search, web_query)
+    assert state.rejected == []  # 0 queries answered "Query is too long"
+    assert len(state.requests) == len(questions)  # and none refused before sending: every question searched
+    candidates = [d.bundle.candidate("dynamic") for d in decisions]
+    assert [c.error for c in candidates if c.error is not None] == []
+    assert all(c.query and len(c.query) <= TAVILY_MAX_QUERY for c in candidates)
+    assert not [r for r in state.requests if re.search(r"\bOption [A-E]\b|\([A-E]\)", r["body"]["query"])]
+    if web_query == "question":
+        replaced = [c for c in candidates if c.query_source == "salient"]
+        assert len(replaced) == len(long)
+        assert all(c.query_replaced_chars and c.query_replaced_chars > TAVILY_MAX_QUERY for c in replaced)
+        assert all(c.query_source == "question" for c in candidates if c not in replaced)
+        return
+    # The writer echoed each vignette: cut at a word boundary where it was over the limit, and recorded.
+    cut = 0
+    for question, candidate in zip(questions, candidates, strict=True):
+        written = clean_written_query("Option A: " + " ".join(question.text.split()), question)  # what was written
+        assert candidate.query_source == "lm"
+        assert written.startswith(candidate.query)
+        if len(written) > TAVILY_MAX_QUERY:
+            cut += 1
+            assert candidate.query_cut_chars == len(written)
+            assert written[len(candidate.query)] == " "  # never mid-word
+        else:
+            assert (candidate.query, candidate.query_cut_chars) == (written, None)
+    assert cut >= len(long) - 5  # (stripping letters may bring a vignette just over the limit under it)
