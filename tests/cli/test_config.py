@@ -29,6 +29,53 @@ def test_every_packaged_config_validates(name: str) -> None:
     assert "main" in config.backbones
 
 
+@pytest.mark.parametrize("name", sorted(packaged_configs()))
+def test_every_packaged_config_judges_free_text_agreement_with_the_lm(name: str) -> None:
+    program = load_config(name).program
+    assert program.agreement_mode == "lm"
+    if program.max_tokens:  # a config that caps stages caps the new ones too
+        assert {"agreement", "web_query"} <= set(program.max_tokens)
+
+
+def test_packaged_settings_send_free_text_to_the_lm_judgement_and_mcq_to_letters() -> None:
+    from clearmed.signatures.records import Question
+    from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
+
+    settings = load_config("embedded").program.model_copy(
+        update={"mcq_decoding": "generate", "verifier_mode": "lm", "source_quality": "lm", "parallel_pathways": "off"}
+    )
+    free = Question(id="free", text=QUESTION.text, answer_mode="free_text")
+    script = {
+        "parametric": {"rationale": "r", "answer": "primary hypothyroidism"},
+        "local_answer": {"rationale": "r", "cited_ids": ["L1"], "answer": "an underactive thyroid gland"},
+        "dynamic_answer": {"rationale": "r", "cited_ids": ["W1"], "answer": "Cushing syndrome"},
+        "agreement": {
+            "parametric_equals_local": True,
+            "parametric_equals_dynamic": False,
+            "local_equals_dynamic": False,
+        },
+        "source_quality": label_all("high"),
+        "verifier": verifier_reply("consensus", answer="primary hypothyroidism"),
+        "response": {"response": "Primary hypothyroidism."},
+    }
+    program, engine, _ = build_toy_program(script, question=free, settings=settings)
+    decision = program(question=free).decision
+    assert decision.agreement is not None
+    assert (decision.agreement.method, decision.agreement.parametric_local) == ("lm", True)
+    assert "agreement" in engine.stages()
+
+    mcq, engine, _ = build_toy_program(
+        {
+            **pathway_replies("A", "A", "B"),
+            "source_quality": label_all("high"),
+            "verifier": verifier_reply("consensus"),
+        },
+        settings=settings,
+    )
+    assert mcq(question=QUESTION).decision.agreement.method == "letters"
+    assert "agreement" not in engine.stages()
+
+
 def test_minimal_config_takes_the_paper_defaults(tmp_path: Path) -> None:
     config = load_config(str(write(tmp_path, MINIMAL)))
     assert config.thresholds.guard_min_high == 1
