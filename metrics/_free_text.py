@@ -96,11 +96,16 @@ class FreeTextJudge:
         )
 
     def score_decision(self, question: Question, decision: Decision) -> QuestionScore:
-        """Judge the decision's answer (or its response text) and return a `QuestionScore`."""
+        """Judge the decision's final generated response (its short answer when no response was generated) and
+        return a `QuestionScore`.
+
+        MedRBench's evaluator judges the final answer a model outputs; for CLEAR that is the response the task
+        adapter writes, not the adjudicated short answer it expresses.
+        """
         check_same_question(question, decision)
         candidate: str | None = None
         if decision.status == "answered":
-            candidate = decision.answer.display() if decision.answer else decision.response
+            candidate = decision.response or (decision.answer.display() if decision.answer else None)
         judgement = self.judge(question, candidate) if decision.status == "answered" else None
         return QuestionScore(
             question_id=question.id,

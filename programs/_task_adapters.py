@@ -9,7 +9,7 @@ from __future__ import annotations
 import dspy
 
 from clearmed.programs._answers import answer_format, format_options, parse_answer, parse_letters
-from clearmed.programs._formatting import format_passages
+from clearmed.programs._formatting import format_passages, render_question
 from clearmed.programs._results import GateResult, ResponseResult
 from clearmed.programs._run_context import current
 from clearmed.programs._stage import run_stage
@@ -87,7 +87,9 @@ class ResponseGenerator(dspy.Module):
         result = run_stage(
             "response",
             self.compose,
-            question=bundle.question.text,
+            # The whole conversation, as the pathways saw it: the response is what a rubric grades, and it must
+            # answer the last turn in the light of the earlier ones (HealthBench), not the last turn alone.
+            question=render_question(bundle.question),
             conclusion=conclusion.display(),
             rationale=rationale,
             evidence=evidence,

@@ -113,3 +113,16 @@ def test_extract_final_answer() -> None:
     assert extract_final_answer("### Reasoning: x\n### Answer:\nOrbital\ncellulitis") == "Orbital cellulitis"
     assert extract_final_answer("  plain answer ") == "plain answer"
     assert extract_final_answer("### Answer: a\n### Answer: b") == "b"
+
+
+def test_score_decision_judges_the_generated_response_when_there_is_one() -> None:
+    lm = _judge_lm("correct")
+    judge = FreeTextJudge(lm)
+    decision = _decision("answered", Answer.of_text("Pretend-osis")).model_copy(
+        update={"response": "### Reasoning: the findings fit\n### Answer: Pretend-itis"}
+    )
+    score = judge.score_decision(DIAGNOSIS, decision)
+    assert score.predicted == "Pretend-itis"  # the response's final answer, not the short conclusion
+    assert "Pretend-osis" not in lm.history[-1]["messages"][-1]["content"]
+    short_only = judge.score_decision(DIAGNOSIS, _decision("answered", Answer.of_text("Pretend-osis")))
+    assert short_only.predicted == "Pretend-osis"  # no response generated: the answer is judged
