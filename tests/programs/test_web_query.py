@@ -142,6 +142,9 @@ def test_the_query_writer_is_one_predictor_optimizers_see() -> None:
     names = [name for name, _ in program.named_predictors()]
     assert names.count("web_query.write") == 1
     assert not any(name.endswith("writer.write") for name in names)  # shared, not copied per module
+    for copy in (program.deepcopy(), program.reset_copy()):  # what optimizers tune must be what runs
+        assert copy.web_query is copy.dynamic.writer
+        assert copy.web_query is copy.followup.writer
 
 
 GUARD_CONTEST = {
