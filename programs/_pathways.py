@@ -236,7 +236,12 @@ class DynamicPathway(dspy.Module):
         if settings.dynamic_search_mode == "qpis":
             planned: SearchResult = self.planner(question=question, search=search, writer=self.writer)
             passages, error, plan, written = planned.passages, planned.error, planned.plan, planned.fallback
-            query_fields: dict[str, object] = {"query": " | ".join(q for r in plan.rounds for q in r.queries)}
+            # The planner wrote the sub-queries (their cuts are on the rounds); the question was not searched.
+            query_fields: dict[str, object] = {
+                "query": " | ".join(q for r in plan.rounds for q in r.queries),
+                "query_source": "lm",
+                "query_replaced_chars": len(build_query(question, settings.query_includes_options)),
+            }
             if written is not None:  # the plan failed and the pathway's own query was searched
                 query_fields = written.candidate_fields()
         else:

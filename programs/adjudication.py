@@ -103,6 +103,8 @@ def _followup_step(round_: FollowUpRound, trigger: str) -> AdjudicationStep:
     found = len(round_.passages)
     quality = round_.source_quality
     outcome = f"query {round_.query!r}: {found} results (high={quality.n_high}, medium={quality.n_medium})"
+    if round_.query_cut_chars is not None:
+        outcome += f"; the written query was cut from {round_.query_cut_chars} characters to the search's limit"
     return AdjudicationStep(mechanism="followup", trigger=trigger, outcome=outcome, error=round_.error)
 
 

@@ -164,6 +164,8 @@ def test_a_follow_up_query_is_cleaned_of_letters_and_cut_to_the_limit() -> None:
     assert round_.query == "hypothyroidism TSH level high versus"
     assert round_.query_cut_chars == len("hypothyroidism TSH level high versus hyperthyroidism")
     assert decision.deciding_rule == "guard_granted"  # the cut query still found the new page
+    step = next(s for s in decision.steps if s.mechanism == "followup")
+    assert "cut from 52 characters" in step.outcome
 
 
 def test_a_failed_follow_up_query_falls_back_within_the_limit() -> None:
@@ -194,6 +196,7 @@ def test_qpis_sub_queries_lose_letters_and_are_cut_to_the_limit() -> None:
     first = dynamic.search_plan.rounds[0]
     assert first.queries == ["hypothyroidism weight gain and cold", "cold intolerance"]
     assert first.query_cut_chars == {"hypothyroidism weight gain and cold": len(long)}
+    assert dynamic.query_source == "lm"  # the planner wrote what was searched
 
 
 def test_qpis_without_a_plan_searches_the_pathways_own_query() -> None:
