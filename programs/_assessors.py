@@ -104,7 +104,9 @@ class FollowUpSearch(dspy.Module):
         limit = search.max_query_chars
         if not written:
             texts = competing_texts(bundle)
-            stem: WebQueryResult = self.writer(question=bundle.question, limit=stem_budget(limit, texts))
+            stem: WebQueryResult = self.writer(
+                question=bundle.question, limit=stem_budget(limit, texts), stage="followup_query"
+            )
             written = fallback_query(stem.query, texts)
         query, cut = fit_query(written, limit)
         found, error = search_web(search, query, current().settings.dynamic_k, "followup_search", f"F{round_number}.")

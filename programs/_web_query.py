@@ -22,6 +22,7 @@ from clearmed.programs._formatting import render_question
 from clearmed.programs._results import WebQueryResult
 from clearmed.programs._run_context import current
 from clearmed.programs._stage import run_stage
+from clearmed.programs.settings import Stage
 from clearmed.retrieval.query import build_query, cut_at_word, salient_query, without_option_letters
 from clearmed.signatures.records import Question, StepError
 from clearmed.signatures.web_query import WriteWebQuery
@@ -60,7 +61,9 @@ class WebQueryWriter(dspy.Module):
         super().__init__()
         self.write = dspy.Predict(WriteWebQuery)
 
-    def forward(self, question: Question, limit: int | None) -> WebQueryResult:
+    def forward(self, question: Question, limit: int | None, stage: Stage = "web_query") -> WebQueryResult:
+        """`stage` names the LM call in the ledger: the follow-up passes its own, so tuning counts the call as the
+        follow-up's cost."""
         settings = current().settings
         asked = build_query(question, settings.query_includes_options)
         mode = settings.web_query
@@ -69,7 +72,7 @@ class WebQueryWriter(dspy.Module):
         error: StepError | None = None
         if mode == "lm":
             written = run_stage(
-                "web_query",
+                stage,
                 self.write,
                 question=render_question(question),
                 max_characters=limit or DEFAULT_QUERY_CHARS,
@@ -80,7 +83,7 @@ class WebQueryWriter(dspy.Module):
                 query, cut = fit_query(text, limit)
                 return WebQueryResult(query=query, source="lm", replaced_chars=len(asked), cut_chars=cut)
             if error is None:
-                error = StepError(stage="web_query", kind="invalid_answer", message="the query writer wrote no query")
+                error = StepError(stage=stage, kind="invalid_answer", message="the query writer wrote no query")
         return WebQueryResult(
             query=key_terms(question, limit), source="salient", replaced_chars=len(asked), error=error
         )

@@ -172,12 +172,17 @@ def test_a_failed_follow_up_query_falls_back_within_the_limit() -> None:
     web = strict_web(60)
     script = {**GUARD_CONTEST, "followup_query": RuntimeError("timeout"), "web_query": {"query": "thyroid TSH"}}
     program, _, _ = build_toy_program(script, web=web, settings=settings(web_query="lm"))
-    round_ = program(question=QUESTION).decision.bundle.followups[0]
+    decision = program(question=QUESTION).decision
+    round_ = decision.bundle.followups[0]
     # The writer's stem, then the competing options' texts, without letters.
     assert round_.query.startswith("thyroid TSH")
     assert "Hyperthyroidism" in round_.query or "Hypothyroidism" in round_.query
     assert len(round_.query) <= 60
     assert no_letters(round_.query)
+    # The writer's call is the follow-up's cost (tuning prices follow-up rounds by their rows).
+    rows = [row.stage for row in decision.usage if row.role != "tool"]
+    assert rows.count("followup_query") == 2
+    assert rows.count("web_query") == 1  # the dynamic pathway's own query
 
 
 def qpis(**overrides: object) -> ProgramSettings:
