@@ -239,3 +239,17 @@ def test_free_text_conversations_are_shortened_too() -> None:
     assert dynamic.query_source == "salient"
     assert dynamic.query is not None
     assert len(dynamic.query) <= LIMIT
+
+
+def test_the_online_program_records_a_failed_query_writer_in_its_trail() -> None:
+    from clearmed.programs.baselines import SinglePathway
+    from clearmed.testing import scripted_lm
+
+    lm, _ = scripted_lm(consensus(web_query=RuntimeError("model server down")))
+    program = SinglePathway("online", web_search=strict_web(), settings=settings(web_query="lm"), role_lms={"main": lm})
+    decision = program(question=QUESTION).decision
+    assert decision.status == "answered"
+    assert dynamic_of(decision).query_source == "salient"
+    step = next(s for s in decision.steps if s.trigger == "web query")
+    assert step.error is not None
+    assert step.error.stage == "web_query"
