@@ -16,7 +16,7 @@ import pytest
 
 from clearmed.retrieval.base import EvidenceError, WebSearch
 from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
-from clearmed.testing import QuietHTTPServer
+from clearmed.testing import QuietHTTPServer, ScriptedCall
 
 KEY = "tvly-test-secret-123"
 
@@ -284,7 +284,7 @@ def test_the_limit_comes_from_config() -> None:
 # ------------------------------------------------------------------ the dynamic pathway against the limit
 
 
-def echo_the_vignette(call) -> dict[str, str]:
+def echo_the_vignette(call: ScriptedCall) -> dict[str, str]:
     """A query writer that ignores its brief: it writes back the whole question, behind an option letter."""
     asked = re.search(r"\[\[ ## question ## \]\]\n(.*?)\n\n\[\[ ## max_characters", call.user, re.DOTALL)
     return {"query": "Option A: " + " ".join((asked.group(1) if asked else "").split())}
