@@ -286,7 +286,7 @@ def test_the_limit_comes_from_config() -> None:
 
 def echo_the_vignette(call: ScriptedCall) -> dict[str, str]:
     """A query writer that ignores its brief: it writes back the whole question, behind an option letter."""
-    asked = re.search(r"\[\[ ## question ## \]\]\n(.*?)\n\n\[\[ ## max_characters", call.user, re.DOTALL)
+    asked = re.search(r"\[\[ ## question ## \]\]\n(.*?)\n\n\[\[ ## ", call.user, re.DOTALL)
     return {"query": "Option A: " + " ".join((asked.group(1) if asked else "").split())}
 
 
@@ -350,3 +350,38 @@ def test_every_shared_medqa_question_gets_a_query_tavily_accepts(
         else:
             assert (candidate.query, candidate.query_cut_chars) == (written, None)
     assert cut >= len(long) - 5  # (stripping letters may bring a vignette just over the limit under it)
+
+
+def test_qpis_and_the_follow_up_never_send_an_over_limit_query(
+    tavily: tuple[FakeTavily, TavilySearch], shared_data: Path
+) -> None:
+    """The other two searches a vignette reaches: planned sub-queries and the guard's follow-up, both written by a
+    model that echoes the vignette, on the longest shared MedQA questions."""
+    from clearmed.benchmarks import load_benchmark
+    from clearmed.programs.settings import ProgramSettings
+    from clearmed.testing import GUARD_ALL_TRUE, build_toy_program, label_all, pathway_replies, verifier_reply
+
+    state, search = tavily
+    questions = load_benchmark("medqa", source=str(shared_data / "benchmarks" / "medqa" / "dev.jsonl")).questions
+    longest = sorted(questions, key=lambda q: -len(q.text))[:20]
+    script = {
+        **pathway_replies("B", "B", "A"),
+        "qpis_plan": lambda call: {"subqueries": [echo_the_vignette(call)["query"], "(C) short one"]},
+        "qpis_check": lambda call: {"sufficient": False, "missing": "more", "next_query": "A. " + "sign " * 150},
+        "source_quality": label_all("high"),
+        "verifier": verifier_reply("accept_dynamic"),
+        "followup_query": lambda call: {"query": "Option B: " + "finding " * 80},
+        "guard": GUARD_ALL_TRUE,
+    }
+    settings = ProgramSettings(json_fallback=False, parallel_pathways="off", dynamic_search_mode="qpis")
+    program, engine, _ = build_toy_program(script, settings=settings, web=search)
+    for question in longest:
+        decision = program(question=question).decision
+        plan = decision.bundle.candidate("dynamic").search_plan
+        assert plan is not None
+        assert plan.rounds[0].query_cut_chars  # the echoed vignette was cut, and the cut recorded
+        assert decision.bundle.followups[0].query_cut_chars is not None
+    assert engine.stages().count("followup_query") == len(longest)
+    assert state.rejected == []
+    assert all(len(r["body"]["query"]) <= TAVILY_MAX_QUERY for r in state.requests)
+    assert not [r for r in state.requests if re.search(r"\bOption [A-E]\b|\([A-E]\)|^[A-E]\.", r["body"]["query"])]
