@@ -92,7 +92,11 @@ def _score(scorer: TokenScorer, messages: list[dict[str, str]], question: Questi
         probs[letter] = round(result.distribution()["yes"], 6)
         tokens += result.prompt_tokens
     likely = tuple(sorted(letter for letter, p in probs.items() if p >= 0.5))
-    return OptionScores(probs=probs, letters=likely or (max(probs, key=probs.__getitem__),), per_option=True), tokens, len(probs)
+    return (
+        OptionScores(probs=probs, letters=likely or (max(probs, key=probs.__getitem__),), per_option=True),
+        tokens,
+        len(probs),
+    )
 
 
 def _option_question(letter: str, text: str) -> str:
