@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from clearmed.signatures.records import (
+    AdjudicationStep,
     Agreement,
     Answer,
     Candidate,
@@ -33,6 +34,17 @@ class PathwayResult(Record):
     quality: SourceQuality = Field(default_factory=SourceQuality)
     quality_error: StepError | None = None  # the quality assessment failed; labels came from priors or none
     query_error: StepError | None = None  # the web-query LM step failed; the key-term query was searched
+
+    def query_writer_step(self) -> AdjudicationStep | None:
+        """The trail's record of a failed web-query writer (CLEAR's and the single-pathway programs' alike)."""
+        if self.query_error is None:
+            return None
+        return AdjudicationStep(
+            mechanism="pathways",
+            trigger="web query",
+            outcome=f"the query writer failed; key terms searched: {self.candidate.query or ''!r}",
+            error=self.query_error,
+        )
 
 
 class QualityResult(Record):

@@ -86,15 +86,8 @@ class SinglePathway(dspy.Module):
                     error=candidate.error,
                 )
             ]
-            if result.query_error is not None:  # the web-query writer failed; its key-term stand-in was searched
-                steps.append(
-                    AdjudicationStep(
-                        mechanism="pathways",
-                        trigger="web query",
-                        outcome=f"the query writer failed; key terms searched: {candidate.query or ''!r}",
-                        error=result.query_error,
-                    )
-                )
+            if (query_step := result.query_writer_step()) is not None:
+                steps.append(query_step)
             response = None
             if candidate.answer is not None and not question.is_mcq:
                 generated: ResponseResult = self.responder(

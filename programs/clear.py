@@ -148,16 +148,8 @@ class CLEAR(dspy.Module):
             )
             for c in bundle.candidates
         ]
-        if dynamic.query_error is not None:
-            query = dynamic.candidate.query or ""
-            steps.append(
-                AdjudicationStep(
-                    mechanism="pathways",
-                    trigger="web query",
-                    outcome=f"the query writer failed; key terms searched: {query!r}",
-                    error=dynamic.query_error,
-                )
-            )
+        if (query_step := dynamic.query_writer_step()) is not None:
+            steps.append(query_step)
         if dynamic.quality_error is not None:
             steps.append(
                 AdjudicationStep(
