@@ -35,6 +35,7 @@ __all__ = [
     "PackagedModel",
     "assemble_packaged_model",
     "default_model_cache_dir",
+    "file_sha256",
     "resolve_model_path",
 ]
 
@@ -233,6 +234,15 @@ def _concatenate(parts: list[Path], fd: int) -> tuple[str, int]:
         out.flush()
         os.fsync(out.fileno())
     return sha.hexdigest(), size
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file on disk, read in the chunks the assembly uses (`clearmed doctor` re-verifies)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _write_marker(model_file: Path, marker: _Marker) -> None:

@@ -12,13 +12,11 @@ server accepted them. Exit 0 when everything the config needs works, 1 otherwise
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.engine_build import (
@@ -31,12 +29,11 @@ from clearmed.backbones.engine_build import (
     system_info_features,
 )
 from clearmed.backbones.llama_runtime import llama_cpp_available
-from clearmed.backbones.model_files import ModelFileError, resolve_model_path
+from clearmed.backbones.model_files import ModelFileError, file_sha256, resolve_model_path
 from clearmed.backbones.selfcheck import EngineProbe, probe_engine
 
 BENCH_PROMPT_TOKENS = 256
 BENCH_GENERATED_TOKENS = 32
-_CHUNK = 8 * 1024 * 1024
 
 Say = Callable[[str], None]
 
@@ -107,14 +104,6 @@ def _speed(probe: EngineProbe) -> str:
         f"load {probe.load_seconds or 0:.1f} s, prompt {prompt or 0:.1f} tok/s ({probe.prompt_tokens} tokens), "
         f"generation {generation or 0:.1f} tok/s ({probe.generated_tokens} tokens)"
     )
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _key_state(env_name: str | None) -> str:
