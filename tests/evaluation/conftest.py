@@ -78,30 +78,42 @@ def hostile_run(folder: Path) -> Path:
         )
         decisions.append(decision)
     decisions.append(_with_html_everywhere(decisions[0]))
-    folder.mkdir(parents=True)
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    records = []
+    renamed = []
     for index, decision in enumerate(decisions):
         qid = f"adv-{index}"
         question = decision.bundle.question.model_copy(update={"id": qid})
-        decision = decision.model_copy(
-            update={"question_id": qid, "bundle": decision.bundle.model_copy(update={"question": question})}
-        )
-        records.append(
-            EvalRecord(
-                question_id=qid,
-                index=index,
-                program="clear",
-                decision=decision,
-                score=score_decision(question, decision),
-                seconds=1.5,
-                finished=now,
+        renamed.append(
+            decision.model_copy(
+                update={"question_id": qid, "bundle": decision.bundle.model_copy(update={"question": question})}
             )
         )
+    return write_run_folder(
+        folder, renamed, program="clear", benchmark="adversarial", source="reliability suite", seconds=1.5
+    )
+
+
+def write_run_folder(
+    folder: Path, decisions: list[Decision], *, program: str, benchmark: str, source: str, seconds: float
+) -> Path:
+    """A finished-looking run folder (manifest and results) of these decisions, MCQ ones scored."""
+    folder.mkdir(parents=True)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    records = [
+        EvalRecord(
+            question_id=d.question_id,
+            index=i,
+            program=program,
+            decision=d,
+            score=score_decision(d.bundle.question, d) if d.bundle.question.is_mcq else None,
+            seconds=seconds,
+            finished=now,
+        )
+        for i, d in enumerate(decisions)
+    ]
     manifest = RunManifest(
-        program="clear",
-        benchmark="adversarial",
-        source="reliability suite",
+        program=program,
+        benchmark=benchmark,
+        source=source,
         config_source="test.toml",
         config_digest="0" * 16,
         question_ids=[r.question_id for r in records],

@@ -21,6 +21,8 @@ from clearmed.evaluation.store import RunStore
 from clearmed.signatures.records import Candidate
 from clearmed.testing import label_all, scripted_lm, verifier_reply
 
+from .conftest import write_run_folder
+
 
 class Page(HTMLParser):
     """The links, ids, scripts and event-handler attributes of one HTML file."""
@@ -276,11 +278,7 @@ def test_a_run_without_results_still_reports(tmp_path: Path, report_runs: dict[s
 
 
 def test_failed_unparsed_and_free_text_questions_have_pages(tmp_path: Path) -> None:
-    from datetime import UTC, datetime
-
-    from clearmed.evaluation import EvalRecord, RunManifest
     from clearmed.evaluation.runner import crashed_decision
-    from clearmed.metrics import score_decision
     from clearmed.signatures.records import (
         AdjudicationStep,
         Answer,
@@ -321,33 +319,9 @@ def test_failed_unparsed_and_free_text_questions_have_pages(tmp_path: Path) -> N
             program="direct",
         ),
     ]
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    records = [
-        EvalRecord(
-            question_id=d.question_id,
-            index=i,
-            program="direct",
-            decision=d,
-            score=score_decision(d.bundle.question, d) if d.bundle.question.is_mcq else None,
-            seconds=0.5,
-            finished=now,
-        )
-        for i, d in enumerate(decisions)
-    ]
-    run = tmp_path / "run"
-    run.mkdir()
-    manifest = RunManifest(
-        program="direct",
-        benchmark="mixed",
-        source="memory",
-        config_source="test.toml",
-        config_digest="0" * 16,
-        question_ids=[r.question_id for r in records],
-        created=now,
-        clearmed_version="test",
+    run = write_run_folder(
+        tmp_path / "run", decisions, program="direct", benchmark="mixed", source="memory", seconds=0.5
     )
-    (run / "manifest.json").write_text(manifest.model_dump_json())
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
     report = write_html_report([run], tmp_path / "out")
     assert report.question_pages == 3
     crashed = (tmp_path / "out" / "runs" / "run" / "q" / page_name(0, "crash-1")).read_text()
