@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import dspy
 from dspy.lm15 import Message, Request, Response, TextPart, Usage
@@ -38,6 +38,21 @@ class QuietHTTPServer(ThreadingHTTPServer):
     def handle_error(self, request: object, client_address: object) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Base request handler of the fake APIs: JSON replies, and no request log in the test output."""
+
+    def send_json(self, status: int, payload: object) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
 
 
 # Output-field signatures of each stage's DSPy signature: the most specific first.

@@ -6,7 +6,6 @@ import json
 import math
 import threading
 from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import dspy
@@ -22,7 +21,7 @@ from clearmed.backbones.scoring import (
     ScoringError,
     scorer_for,
 )
-from clearmed.testing import QuietHTTPServer
+from clearmed.testing import JsonHandler, QuietHTTPServer
 
 VOCAB = {"A": 0, "B": 1, "C": 2, "D": 3, " A": 4, " B": 5, " C": 6, " D": 7, "other": 8}
 KEY = "sk-score-0123456789"
@@ -108,46 +107,35 @@ class FakeVLLM:
         self.requests: list[dict[str, Any]] = []
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append(body)
                 if self.headers.get("Authorization") != f"Bearer {KEY}":
-                    return self._send(401, {"error": "Unauthorized"})
+                    return self.send_json(401, {"error": "Unauthorized"})
                 if body.get("top_logprobs", 0) > MAX_TOP_LOGPROBS:
-                    return self._send(
+                    return self.send_json(
                         400,
                         _vllm_error(
                             f"Requested sample logprobs of {body['top_logprobs']}, which is greater than max allowed: 20"
                         ),
                     )
                 if body.get("continue_final_message") and body.get("add_generation_prompt", True):
-                    return self._send(
+                    return self.send_json(
                         400,
                         _vllm_error("Cannot set both `continue_final_message` and `add_generation_prompt` to True."),
                     )
                 if body.get("continue_final_message") and body["messages"][-1]["role"] != "assistant":
-                    return self._send(400, _vllm_error("continue_final_message needs a final assistant message"))
+                    return self.send_json(400, _vllm_error("continue_final_message needs a final assistant message"))
                 items = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top.items()]
                 first = max(top, key=top.__getitem__)
-                self._send(200, {
+                self.send_json(200, {
                     "id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": first},
                                  "logprobs": {"content": [{"token": first, "logprob": top[first], "top_logprobs": items}]},
                                  "finish_reason": "length"}],
                     "usage": {"prompt_tokens": 321, "completion_tokens": 1, "total_tokens": 322},
                 })  # fmt: skip
-
-            def _send(self, status: int, payload: object) -> None:
-                raw = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
 
         self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.api_base = f"http://127.0.0.1:{self.server.server_address[1]}/v1"

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from clearmed import cli
 from clearmed.backbones.engine_build import REINSTALL_COMMAND
 from clearmed.backbones.selfcheck import EngineProbe
 from clearmed.commands import doctor
-from clearmed.testing import QuietHTTPServer
+from clearmed.testing import JsonHandler, QuietHTTPServer
 
 SECRET = "sk-doctor-0123456789abcdef"
 
@@ -25,7 +23,7 @@ class FakeModelsServer:
     """/v1/models as vLLM serves it with --api-key: 200 and a model list for the key, 401 otherwise."""
 
     def __init__(self, key: str) -> None:
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if self.path == "/v1/models" and self.headers.get("Authorization") == f"Bearer {key}":
                     status, body = 200, {"object": "list", "data": [{"id": "Qwen/Qwen3.5-9B", "object": "model"}]}
@@ -33,15 +31,7 @@ class FakeModelsServer:
                     status, body = 401, {"error": "Unauthorized"}
                 else:  # Tavily's API root answers 404 to a bare GET: reachable, no credit spent
                     status, body = 404, {"detail": "Not Found"}
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.send_json(status, body)
 
         self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
