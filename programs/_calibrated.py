@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from clearmed.programs.rules import answer_for_route
 from clearmed.signatures.records import (
@@ -37,6 +38,7 @@ from clearmed.signatures.records import (
     VerifierOutput,
     route_for,
 )
+from clearmed.signatures.records.routes import AnswerSource
 
 __all__ = ["CalibratedRoute", "calibrated_verify", "confidence_label", "pool", "pooled_route"]
 
@@ -72,16 +74,14 @@ def confidence_label(probability: float) -> Confidence:
     return "low"
 
 
+@dataclass(frozen=True)
 class CalibratedRoute:
     """The route, the pooled answer (one letter), its pooled probability and the whole pooled distribution."""
 
-    __slots__ = ("combined", "letter", "probability", "route")
-
-    def __init__(self, route: Route, letter: str | None, probability: float, combined: dict[str, float]) -> None:
-        self.route = route
-        self.letter = letter
-        self.probability = probability
-        self.combined = combined
+    route: Route
+    letter: str | None
+    probability: float
+    combined: dict[str, float]
 
 
 def pooled_route(
@@ -110,8 +110,8 @@ def pooled_route(
     if not holders:  # the pool chose no pathway's answer: the best-rated pathway answer stands
         best = max(answered, key=lambda p: sum(combined.get(o, 0.0) for o in answered[p]))
         return CalibratedRoute(route_for(best), answered[best][0], combined.get(answered[best][0], 0.0), combined)
-    source: PathwayName | str = "agreement" if len(holders) >= 2 else holders[0]
-    return CalibratedRoute(route_for(source), letter, probability, combined)  # type: ignore[arg-type]
+    source: AnswerSource = "agreement" if len(holders) >= 2 else holders[0]
+    return CalibratedRoute(route_for(source), letter, probability, combined)
 
 
 def calibrated_verify(
