@@ -124,6 +124,7 @@ class ScriptedEngine:
     serializes_calls: bool = False
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     scored: list[str] = field(default_factory=list)
+    scored_prompts: list[tuple[list[dict[str, str]], str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def score_next_token(
@@ -132,12 +133,14 @@ class ScriptedEngine:
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
         user = "\n".join(m["content"] for m in messages if m["role"] == "user")
         # A scored prompt asks for `answer` alone; the evidence field (and its ids) tells the pathway.
-        stage = ("local_answer" if "[L1]" in user else "dynamic_answer") if "## evidence ##" in user else "parametric"
+        has_evidence = "## evidence ##" in user or "\n\nEvidence:\n" in user  # the chat or the plain scoring prompt
+        stage = ("local_answer" if "[L1]" in user else "dynamic_answer") if has_evidence else "parametric"
         dist = self.scores.get(stage)
         if dist is None:
             raise ScoringError(f"no scores scripted for stage {stage!r}")
         with self._lock:
             self.scored.append(stage)
+            self.scored_prompts.append((list(messages), assistant_prefix))
         logprobs = {c: math.log(max(dist.get(c, 0.0), 1e-9)) for c in candidates}
         return NextTokenScores(logprobs=logprobs, prompt_tokens=max(1, len((system + user).split())))
 

@@ -1,9 +1,17 @@
 """Answering a multiple-choice step by scoring the option letters instead of generating them.
 
 The step's own predictor supplies the prompt: its signature (instructions included, as an optimizer left
-them) and its demos, formatted by DSPy's ChatAdapter exactly as a generation call would be, with the answer
-field moved first. The assistant turn is opened up to the answer marker and the backbone's next-token
-distribution over the option letters is read in one forward pass (`clearmed.backbones.scoring`).
+them) and its demos, in one of two formats (`[program] score_prompt`):
+
+- chat: DSPy's ChatAdapter format, exactly as a generation call would be, with the answer field moved first;
+  the assistant turn is opened up to the answer marker;
+- plain: one user turn, the signature's instructions then its input fields as labelled paragraphs, and the
+  answer instruction as the last line; each demo is an earlier user turn answered by its letter. Measured on
+  the embedded model (issue 16, docs/results.md), field markers and a structural system prompt cost a small
+  model accuracy that the same words in plain paragraphs do not.
+
+Either way the backbone's next-token distribution over the option letters is read in one forward pass
+(`clearmed.backbones.scoring`).
 
 - single answer: the letters' probabilities, renormalised; the answer is the most probable letter;
 - several answers allowed: a per-option probability, P("yes") to "is option X one of the correct answers?"
@@ -18,7 +26,7 @@ prior and to prose around the letter.
 from __future__ import annotations
 
 import time
-from typing import Final
+from typing import Any, Final
 
 import dspy
 
@@ -28,9 +36,10 @@ from clearmed.programs._stage import lm_name
 from clearmed.programs.settings import Stage
 from clearmed.signatures.records import Answer, CallUsage, OptionScores, Question
 
-__all__ = ["ANSWER_MARKER", "answer_first", "run_scored_stage"]
+__all__ = ["ANSWER_MARKER", "PLAIN_ANSWER_INSTRUCTION", "answer_first", "plain_messages", "run_scored_stage"]
 
 ANSWER_MARKER: Final = "[[ ## answer ## ]]\n"
+PLAIN_ANSWER_INSTRUCTION: Final = "Answer with the letter of the correct option only."
 _YES_NO: Final = ("yes", "no")
 
 
@@ -59,10 +68,13 @@ def run_scored_stage(
     if scorer is None:
         return None
     signature = answer_first(predictor.signature)
-    messages = dspy.ChatAdapter().format(signature, list(predictor.demos), dict(inputs))
+    if context.settings.score_prompt == "plain":
+        messages, prefix = plain_messages(signature, list(predictor.demos), dict(inputs), question), ""
+    else:
+        messages, prefix = dspy.ChatAdapter().format(signature, list(predictor.demos), dict(inputs)), ANSWER_MARKER
     started = time.perf_counter()
     try:
-        scores, prompt_tokens, passes = _score(scorer, messages, question)
+        scores, prompt_tokens, passes = _score(scorer, messages, prefix, question)
     except ScoringError:
         seconds = round(time.perf_counter() - started, 4)
         context.ledger.add(CallUsage(stage=stage, role=role, model=lm_name(lm), seconds=seconds, failed=True))
@@ -77,10 +89,42 @@ def run_scored_stage(
     return scores
 
 
-def _score(scorer: TokenScorer, messages: list[dict[str, str]], question: Question) -> tuple[OptionScores, int, int]:
+def plain_messages(
+    signature: type[dspy.Signature], demos: list[Any], inputs: dict[str, object], question: Question
+) -> list[dict[str, str]]:
+    """The plain scoring prompt: instructions and labelled input fields in one user turn, demos as earlier turns.
+
+    The answer format of a single-answer question becomes the last line (`PLAIN_ANSWER_INSTRUCTION`); a
+    multi-answer question keeps its format line, since each option is then asked as a yes/no question after it.
+    """
+    messages: list[dict[str, str]] = []
+    for demo in demos:
+        values = dict(demo)
+        if str(values.get("answer") or "").strip():
+            messages.append({"role": "user", "content": _plain_turn(signature, values, question.answer_mode)})
+            messages.append({"role": "assistant", "content": str(values["answer"]).strip()})
+    messages.append({"role": "user", "content": _plain_turn(signature, inputs, question.answer_mode)})
+    return messages
+
+
+def _plain_turn(signature: type[dspy.Signature], values: dict[str, object], answer_mode: str) -> str:
+    paragraphs = [signature.instructions.strip()]
+    for name in signature.input_fields:
+        value = str(values.get(name) or "").strip()
+        if not value or (name == "answer_format" and answer_mode != "multi"):
+            continue
+        paragraphs.append(f"{name.replace('_', ' ').capitalize()}:\n{value}")
+    if answer_mode != "multi":
+        paragraphs.append(PLAIN_ANSWER_INSTRUCTION)
+    return "\n\n".join(paragraphs)
+
+
+def _score(
+    scorer: TokenScorer, messages: list[dict[str, str]], prefix: str, question: Question
+) -> tuple[OptionScores, int, int]:
     letters = list(question.options or {})
     if question.answer_mode != "multi":
-        result = scorer.score_next_token(messages, ANSWER_MARKER, letters)
+        result = scorer.score_next_token(messages, prefix, letters)
         probs = {k: round(v, 6) for k, v in result.distribution().items()}
         best = max(probs, key=probs.__getitem__)
         return OptionScores(probs=probs, letters=(best,), letter_mass=round(result.mass, 6)), result.prompt_tokens, 1

@@ -68,6 +68,12 @@ class ProgramSettings(Record):
         description="score: read each MCQ pathway's option probabilities from the next-token distribution of its "
         "own prompt in one forward pass (backbones with log-probabilities; others generate)",
     )
+    score_prompt: Literal["chat", "plain"] = Field(
+        default="chat",
+        description="the prompt a scored MCQ step is read from: chat, DSPy's ChatAdapter format (field markers, "
+        "structure in a system message); plain, one user turn of the signature's instructions and fields with the "
+        "answer format as the last line (small backbones lose less of their knowledge to it, issue 16)",
+    )
     source_quality: Literal["lm", "priors"] = Field(
         default="lm",
         description="who labels web results high/medium/low: the LM assessment, or the domain/content priors alone",

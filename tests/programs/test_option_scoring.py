@@ -7,8 +7,8 @@ import pytest
 
 from clearmed.optimize.replay import replay_decision
 from clearmed.programs import Mechanisms, ProgramSettings
-from clearmed.programs._option_scoring import answer_first
-from clearmed.signatures.clear import AnswerFromEvidence
+from clearmed.programs._option_scoring import PLAIN_ANSWER_INSTRUCTION, answer_first, plain_messages
+from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import Question, Thresholds
 from clearmed.testing import GUARD_ALL_TRUE, QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
 
@@ -131,3 +131,38 @@ def test_scoring_uses_the_predictors_instructions_and_demos() -> None:
     assert list(scored.output_fields) == ["answer"]
     assert scored.instructions == predictor.signature.instructions
     assert list(scored.input_fields) == list(predictor.signature.input_fields)
+
+
+PLAIN = SCORED.model_copy(update={"score_prompt": "plain"})
+
+
+def test_plain_scoring_prompt_is_one_user_turn_of_instructions_fields_and_the_answer_line() -> None:
+    decision, engine = run(PLAIN)
+    assert [c.answer.letters for c in decision.bundle.candidates] == [("A",), ("A",), ("C",)]
+    prompts = dict(zip(engine.scored, engine.scored_prompts, strict=True))
+    messages, prefix = prompts["local_answer"]
+    assert prefix == ""  # the letter is the first token the model writes
+    assert [m["role"] for m in messages] == ["user"]
+    text = messages[0]["content"]
+    assert text.startswith(AnswerFromEvidence.instructions.strip())
+    assert "[[ ##" not in text
+    assert text.index("Question:\n") < text.index("Options:\nA. ") < text.index("Evidence:\n[L1]")
+    assert "Answer format" not in text  # single answer: the last line says it
+    assert text.endswith("\n\n" + PLAIN_ANSWER_INSTRUCTION)
+    parametric, _ = prompts["parametric"]
+    assert "Evidence:" not in parametric[0]["content"]
+
+
+def test_plain_scoring_prompt_turns_demos_into_answered_turns_and_keeps_the_multi_answer_format() -> None:
+    multi = Question(id="m", text="Which are thyroid hormones?", options={"A": "T3", "B": "TSH", "C": "T4"},
+                     answer_mode="multi", gold_letters=["A", "C"])  # fmt: skip
+    demo = dspy.Example(question="Which is a vitamin?", options="A. C\nB. Iron", answer_format="one", answer="A")
+    unanswered = dspy.Example(question="q", options="A. x", answer_format="one")  # a demo with no answer is dropped
+    predictor = dspy.Predict(AnswerFromKnowledge)
+    inputs = {"question": multi.text, "options": "A. T3\nB. TSH\nC. T4", "answer_format": "choose every correct"}
+    messages = plain_messages(answer_first(predictor.signature), [demo, unanswered], inputs, multi)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert "Which is a vitamin?" in messages[0]["content"]
+    assert messages[1]["content"] == "A"
+    assert messages[2]["content"].endswith("Answer format:\nchoose every correct")
+    assert PLAIN_ANSWER_INSTRUCTION not in messages[2]["content"]
