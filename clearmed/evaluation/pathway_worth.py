@@ -9,6 +9,10 @@ The oracle is read against `chance_oracle`, what it would be if the pathways err
 accuracies (1 - prod(1 - acc)): three near-chance pathways are "some pathway right" about 58% of the time by
 luck alone. Pathways that scored their options (`Candidate.option_scores`) also get a calibration row (ECE,
 reliability bins) and the backbone's letter prior.
+
+Per route (`by_route`): how often the program was right on the questions it routed that way, how often each
+pathway was, and what the route gained and lost against the parametric pathway, which is the Direct baseline's
+answer (the same module and prompt). That is where adjudication wins or loses against answering directly.
 """
 
 from __future__ import annotations
@@ -22,6 +26,20 @@ from clearmed.programs.rules import answer_for_route, heuristic_verify
 from clearmed.signatures.records import PATHWAYS, Decision
 
 
+class RouteWorth(BaseModel):
+    """The questions one route decided: the program's and each pathway's correct answers, and the program's
+    gains and losses against the parametric pathway on them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    route: str
+    questions: int
+    program_correct: int
+    pathway_correct: dict[str, int]
+    gained_vs_parametric: int
+    lost_vs_parametric: int
+
+
 class PathwayWorth(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -32,6 +50,7 @@ class PathwayWorth(BaseModel):
     chance_oracle: float = 0.0
     calibration: dict[str, Calibration] = {}
     letter_prior: dict[str, dict[str, dict[str, float]]] = {}
+    by_route: list[RouteWorth] = []
 
 
 def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
@@ -46,6 +65,7 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
     confidences: dict[str, list[float]] = {p: [] for p in PATHWAYS}
     corrects: dict[str, list[bool]] = {p: [] for p in PATHWAYS}
     distributions: dict[str, list[dict[str, float]]] = {p: [] for p in PATHWAYS}
+    routes: dict[str, list[tuple[bool, dict[str, bool]]]] = {}
     for decision in usable:
         question, bundle = decision.bundle.question, decision.bundle
         right = {p: score_mcq(question, bundle.candidate(p).answer).correct for p in PATHWAYS}
@@ -58,6 +78,8 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         for pathway, ok in right.items():
             hits[pathway] += ok
         oracle += any(right.values())
+        route = decision.route or decision.deciding_rule or "none"
+        routes.setdefault(route, []).append((score_mcq(question, decision.answer).correct, right))
         assert decision.agreement is not None
         output, _ = heuristic_verify(bundle, decision.agreement, bundle.dynamic_quality(), allow_more_search=False)
         deterministic += score_mcq(question, answer_for_route(output.route, bundle, decision.agreement)).correct
@@ -76,4 +98,16 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         chance_oracle=round(1 - chance_miss, 4),
         calibration=calibrated,
         letter_prior={p: letter_prior(distributions[p]) for p in calibrated},
+        by_route=[_route_worth(route, rows) for route, rows in sorted(routes.items())],
+    )
+
+
+def _route_worth(route: str, rows: Sequence[tuple[bool, dict[str, bool]]]) -> RouteWorth:
+    return RouteWorth(
+        route=route,
+        questions=len(rows),
+        program_correct=sum(ok for ok, _ in rows),
+        pathway_correct={p: sum(right[p] for _, right in rows) for p in PATHWAYS},
+        gained_vs_parametric=sum(ok and not right["parametric"] for ok, right in rows),
+        lost_vs_parametric=sum(right["parametric"] and not ok for ok, right in rows),
     )

@@ -21,6 +21,7 @@ from clearmed.metrics import (
     healthbench_summary,
     judge_stats,
     judge_table,
+    mcnemar_exact_p,
 )
 
 
@@ -219,6 +220,8 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
                 f"{100 * worth.any_pathway_correct:.1f}% (by chance alone at these accuracies: "
                 f"{100 * worth.chance_oracle:.1f}%)\n"
             )
+            if worth.by_route:
+                parts.append(_routes_markdown(worth))
             if worth.calibration:
                 parts.append(_calibration_markdown(worth))
         if s.judge:
@@ -230,6 +233,29 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
                 f"stopped by {stops}\n"
             )
     return "".join(parts)
+
+
+def _routes_markdown(worth: PathwayWorth) -> str:
+    """Per route: the program's and each pathway's correct answers, and the route's net against Direct's answer."""
+    names = list(worth.pathway_accuracy)
+    rows = [
+        "\n| route | questions | program correct | " + " | ".join(f"{p} correct" for p in names)
+        + " | vs parametric: gained / lost |",
+        "|---|---|---|" + "---|" * len(names) + "---|",
+    ]  # fmt: skip
+    for r in worth.by_route:
+        each = " | ".join(str(r.pathway_correct.get(p, 0)) for p in names)
+        rows.append(
+            f"| {r.route} | {r.questions} | {r.program_correct} | {each} | "
+            f"{r.gained_vs_parametric} / {r.lost_vs_parametric} |"
+        )
+    gained = sum(r.gained_vs_parametric for r in worth.by_route)
+    lost = sum(r.lost_vs_parametric for r in worth.by_route)
+    rows.append(
+        f"\nAgainst its parametric pathway (Direct's answer): {gained} gained, {lost} lost, "
+        f"exact McNemar p = {mcnemar_exact_p(gained, lost):.3f}"
+    )
+    return "\n".join(rows) + "\n"
 
 
 def _calibration_markdown(worth: PathwayWorth) -> str:

@@ -40,3 +40,37 @@ def test_worth_counts_pathways_the_deterministic_verifier_and_the_oracle() -> No
 def test_no_worth_for_single_pathway_runs() -> None:
     decision = decided("A", "A", "A", "consensus").model_copy(update={"agreement": None})
     assert pathway_worth([decision]) is None
+
+
+def test_worth_by_route_counts_the_program_and_each_pathway_and_the_net_against_direct() -> None:
+    decisions = [
+        decided("B", "A", "A", "keep_parametric"),  # gold A: kept the wrong parametric answer
+        decided("C", "D", "B", "keep_parametric"),  # nobody right
+        decided("A", "A", "C", "consensus"),  # right, as Direct was
+        decided("B", "A", "C", "keep_local"),  # right where Direct was wrong: a gain
+    ]
+    worth = pathway_worth(decisions)
+    assert worth is not None
+    routes = {r.route: r for r in worth.by_route}
+    assert sorted(routes) == ["consensus", "keep_local", "keep_parametric"]
+    kept = routes["keep_parametric"]
+    assert (kept.questions, kept.program_correct, kept.gained_vs_parametric, kept.lost_vs_parametric) == (2, 0, 0, 0)
+    assert kept.pathway_correct == {"parametric": 0, "local": 1, "dynamic": 1}
+    local = routes["keep_local"]
+    assert (local.questions, local.program_correct, local.gained_vs_parametric, local.lost_vs_parametric) == (
+        1,
+        1,
+        1,
+        0,
+    )
+    assert routes["consensus"].program_correct == 1
+
+
+def test_the_route_table_in_the_report_nets_gains_against_direct() -> None:
+    from clearmed.evaluation.report import _routes_markdown
+
+    worth = pathway_worth([decided("B", "A", "C", "keep_local"), decided("A", "A", "C", "consensus")])
+    assert worth is not None
+    text = _routes_markdown(worth)
+    assert "| keep_local | 1 | 1 | 0 | 1 | 0 | 1 / 0 |" in text
+    assert "1 gained, 0 lost" in text
