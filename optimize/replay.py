@@ -6,6 +6,11 @@ program, with actions served from those records. A branch the original run never
 that was not issued, a guard assessment never asked for) cannot be served from the record: replay then
 either raises `ReplayMiss`, or asks the `live` actions supplied by the caller (an LM-backed program, whose
 calls DSPy's cache makes free on a second visit).
+
+Replay starts from the bundle as the pathways left it (`before_followups`): no follow-up round, and the dynamic
+candidate that a calibrated verifier's re-scoring round replaced put back. Serving that recorded round (with its
+re-scored distribution) re-applies the replacement, so the calibrated verifier of a run recorded with
+`calibrated_more_search_below` replays with no LM call at any threshold up to the recorded one.
 """
 
 from __future__ import annotations
@@ -14,9 +19,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from clearmed.programs import calibrated_verify
-from clearmed.programs.adjudication import ALL_MECHANISMS, Adjudicated, AdjudicationActions, Mechanisms, adjudicate
+from clearmed.programs.adjudication import (
+    ALL_MECHANISMS,
+    Adjudicated,
+    AdjudicationActions,
+    Mechanisms,
+    adjudicate,
+    before_followups,
+)
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
+    NEEDS_MORE_SEARCH,
     Agreement,
     Answer,
     AuditAssessment,
@@ -35,10 +48,6 @@ class ReplayMiss(LookupError):
     """The replayed procedure needs a judgement the original run never made."""
 
 
-def _initial_bundle(decision: Decision) -> EvidenceBundle:
-    return decision.bundle.model_copy(update={"followups": []})
-
-
 @dataclass
 class RecordedActions:
     """AdjudicationActions served from one stored Decision, in the order the original run used them."""
@@ -47,8 +56,11 @@ class RecordedActions:
     live: AdjudicationActions | None = None
     # The thresholds being replayed: a calibrated verifier is recomputed under them (its weights), not served.
     thresholds: Thresholds | None = None
+    # Whether the replayed mechanisms include follow-up searches (a calibrated verifier asks for none without).
+    followup: bool = True
     misses: list[str] = field(default_factory=list)
-    # What the replayed procedure took from the record: "verify", "follow_up", "guard", "audit" (cost accounting).
+    # What the replayed procedure took from the record: "verify", "follow_up", "guard", "audit", and "rescore" (a
+    # needs_more_search round whose re-scoring of the dynamic pathway the run paid for), for cost accounting.
     served: Counter[str] = field(default_factory=Counter)
     _verifier_queue: list[tuple[VerifierOutput, RuleId]] = field(default_factory=list, init=False)
 
@@ -64,10 +76,12 @@ class RecordedActions:
 
     def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
         # Verifications happen only in the needs_more_search loop: the n-th saw n merged rounds of that kind.
-        rounds = sum(1 for r in bundle.followups if r.trigger == "needs_more_search")
-        recorded = self._verifier_queue[rounds][0] if rounds < len(self._verifier_queue) else None
-        if recorded is not None and recorded.mode == "calibrated" and self.thresholds is not None:
-            calibrated = calibrated_verify(bundle, agreement, self.thresholds)
+        rounds = sum(1 for r in bundle.followups if r.trigger == NEEDS_MORE_SEARCH)
+        # A question the calibrated verifier decided once is decided by it in every round (its inputs are the same
+        # kind throughout), also in a round the record lacks.
+        first = self._verifier_queue[0][0] if self._verifier_queue else None
+        if first is not None and first.mode == "calibrated" and self.thresholds is not None:
+            calibrated = calibrated_verify(bundle, agreement, self.thresholds, may_search=self.followup)
             if calibrated is not None:  # pure arithmetic over the recorded distributions: no LM call
                 self.served["verify"] += 1
                 return calibrated
@@ -83,6 +97,8 @@ class RecordedActions:
         matching = [r for r in self.decision.bundle.followups if r.trigger == trigger]
         if used < len(matching):
             self.served["follow_up"] += 1
+            if trigger == NEEDS_MORE_SEARCH:
+                self.served["rescore"] += 1
             return matching[used]
         self._miss(f"a {trigger} follow-up search")
         assert self.live is not None
@@ -121,6 +137,7 @@ def replay_decision(
     """
     if decision.agreement is None:
         raise ReplayMiss(f"{decision.question_id}: the decision has no recorded agreement (not a CLEAR decision)")
-    actions = RecordedActions(decision, live=live, thresholds=thresholds)
-    result = adjudicate(_initial_bundle(decision), decision.agreement, thresholds, actions, mechanisms, priors=priors)
+    actions = RecordedActions(decision, live=live, thresholds=thresholds, followup=mechanisms.followup)
+    bundle, agreement = before_followups(decision.bundle, decision.agreement)
+    result = adjudicate(bundle, agreement, thresholds, actions, mechanisms, priors=priors)
     return result, actions

@@ -82,13 +82,21 @@ class DecisionCost:
     guard: Cost
     audit: Cost
     original: Cost
+    # The calibrated verifier's re-scoring of the dynamic pathway on its needs_more_search round.
+    rescore: Cost
 
     @classmethod
     def of(cls, decision: Decision) -> DecisionCost:
         fixed: list[CallUsage] = []
-        by_action: dict[str, list[CallUsage]] = {"verify": [], "follow_up": [], "guard": [], "audit": []}
+        by_action: dict[str, list[CallUsage]] = {"verify": [], "follow_up": [], "guard": [], "audit": [], "rescore": []}
+        searched = False
         for row in decision.usage:
             action = _ACTION_OF_STAGE.get(row.stage)
+            # Rows are in call order and the pathways finish before adjudication starts: a dynamic answer after a
+            # follow-up search is the re-scoring on it, paid only when that round is replayed.
+            if row.stage == "dynamic_answer" and searched:
+                action = "rescore"
+            searched = searched or action == "follow_up"
             (by_action[action] if action else fixed).append(row)
         rounds = len(decision.bundle.followups)
         # Rows do not say which round they belong to; a round's cost is the recorded average.
@@ -100,6 +108,7 @@ class DecisionCost:
             guard=Cost.of(by_action["guard"]),
             audit=Cost.of(by_action["audit"]),
             original=Cost.of(decision.usage),
+            rescore=Cost.of(by_action["rescore"]),
         )
 
     def replayed(self, actions: RecordedActions) -> Cost:
@@ -112,6 +121,8 @@ class DecisionCost:
             total = total + self.guard
         if served["audit"]:
             total = total + self.audit
+        if served["rescore"]:
+            total = total + self.rescore
         return total
 
 

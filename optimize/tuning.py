@@ -74,6 +74,15 @@ def _calibrated_weights(trial: optuna.Trial) -> dict[str, object]:
     }
 
 
+def _calibrated_more_search(trial: optuna.Trial) -> dict[str, object]:
+    # Not in `calibrated_weights`: a weight trial is pure arithmetic over recorded distributions, but this threshold
+    # opens a follow-up search and a re-scoring of the dynamic pathway, which replay serves only where the recorded
+    # run asked too: up to the threshold it was recorded with (under its weights). Above it a trial misses
+    # (`--on-miss`, or `--live` to ask the model). Record with a high threshold and tune this group below it.
+    name = "calibrated_more_search_below"
+    return {name: trial.suggest_float(name, 0.0, 1.0)}
+
+
 CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
 
 # Name -> parameter group. Order matters: tier weights read the quality_gate switch suggested before them.
@@ -96,13 +105,19 @@ PARAMETERS: dict[str, _Param] = {
             "calibrated_high_weight": 0.0,
         },
     ),
+    "calibrated_more_search": _Param(_calibrated_more_search, {"calibrated_more_search_below": 0.0}),
 }
 
 
+# Tuned only when named: a run recorded at the default threshold holds no follow-up round to serve, so every
+# trial above it would be a replay miss. Name it when the train run was recorded with a higher threshold.
+OPT_IN_PARAMETERS: frozenset[str] = frozenset({"calibrated_more_search"})
+
+
 def parse_params(raw: str | None) -> list[str]:
-    """`--params a,b`: the parameter groups to tune (default: all)."""
+    """`--params a,b`: the parameter groups to tune (default: all but the opt-in ones)."""
     if not raw:
-        return list(PARAMETERS)
+        return [name for name in PARAMETERS if name not in OPT_IN_PARAMETERS]
     names = [name.strip() for name in raw.split(",") if name.strip()]
     unknown = [name for name in names if name not in PARAMETERS]
     if unknown:

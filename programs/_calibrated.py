@@ -9,13 +9,18 @@ a usable confidence signal. This verifier pools those distributions log-linearly
 
 and reads CLEAR's route off the pooled answer: every pathway agreeing -> consensus; the pooled answer shared
 by two pathways -> consensus; held by one pathway alone -> that pathway's route (keep_parametric, keep_local,
-accept_dynamic, which still faces the override guard); pooled confidence below `more_search_below` ->
-needs_more_search. The weights are `Thresholds` fields that `clearmed tune` fits by replay, with no LM call:
-replay recomputes this verifier from the recorded distributions.
+accept_dynamic, which still faces the override guard). The weights are `Thresholds` fields that `clearmed tune`
+fits by replay, with no LM call: replay recomputes this verifier from the recorded distributions.
 
-Not yet: re-scoring the dynamic pathway on follow-up evidence. Until then the live verifier never asks for more
-search (a follow-up that cannot change the distributions would only end in the deterministic fallback); the
-follow-up search still serves the override guard and the challenge audit.
+needs_more_search: when the pooled probability of the choice is below `calibrated_more_search_below`, the
+verifier asks for one targeted follow-up search, and the live program re-scores the dynamic pathway on its
+initial web passages plus the round's (`FollowUpRound.rescored`). Merging that round replaces the dynamic
+candidate by the re-scored one (`rescored_candidate`; the original is kept on the round as `replaced`), so the
+agreement, the verifier's second pooling, the route's answer and the guard's challenger all see the same dynamic
+answer. It asks once per question, and only when re-scoring can change something (`rescorable`: a single-answer
+MCQ whose dynamic pathway answered by scoring) and a follow-up may run; after that round, re-scored or not (the
+search failed, found nothing new, or the backbone could not score), it decides from the distributions it has.
+The follow-up search also still serves the override guard and the challenge audit.
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from clearmed.programs.rules import answer_for_route
+from clearmed.programs._formatting import top_options
+from clearmed.programs.rules import answer_for_route, may_follow_up
 from clearmed.signatures.records import (
     NEEDS_MORE_SEARCH,
     PATHWAYS,
     Agreement,
+    Answer,
+    Candidate,
     Confidence,
     EvidenceBundle,
+    FollowUpRound,
     PathwayName,
     Route,
     RuleId,
@@ -40,7 +49,15 @@ from clearmed.signatures.records import (
 )
 from clearmed.signatures.records.routes import AnswerSource
 
-__all__ = ["CalibratedRoute", "calibrated_verify", "confidence_label", "pool", "pooled_route"]
+__all__ = [
+    "CalibratedRoute",
+    "calibrated_verify",
+    "confidence_label",
+    "pool",
+    "pooled_route",
+    "rescorable",
+    "rescored_candidate",
+]
 
 _FLOOR = 1e-6  # a zero probability would veto an option outright
 
@@ -114,11 +131,38 @@ def pooled_route(
     return CalibratedRoute(route_for(source), letter, probability, combined)
 
 
+def rescorable(bundle: EvidenceBundle) -> bool:
+    """Whether a follow-up round can re-score the dynamic pathway: a single-answer MCQ whose dynamic candidate
+    answered by scoring its options. A judged, generated or failed dynamic candidate has no distribution to
+    re-score like for like, so the calibrated verifier does not ask for a search that could change nothing."""
+    scores = bundle.candidate("dynamic").option_scores
+    return bundle.question.answer_mode == "single" and scores is not None and not scores.per_option
+
+
+def rescored_candidate(original: Candidate, round_: FollowUpRound) -> Candidate:
+    """The dynamic candidate after a round that re-scored it: its answer is the re-scored choice, and it saw the
+    round's pages too. Everything else (search, query, model) is the pathway's own."""
+    scores = round_.rescored
+    assert scores is not None, "only a re-scored round replaces the dynamic candidate"
+    return original.model_copy(
+        update={
+            "answer": Answer(letters=scores.letters),
+            "rationale": f"re-scored with {len(round_.passages)} follow-up results: {top_options(scores.probs)}",
+            "raw_answer": ",".join(scores.letters),
+            "passage_ids": [*original.passage_ids, *(p.id for p in round_.passages)],
+            "option_scores": scores,
+        }
+    )
+
+
 def calibrated_verify(
-    bundle: EvidenceBundle, agreement: Agreement, thresholds: Thresholds
+    bundle: EvidenceBundle, agreement: Agreement, thresholds: Thresholds, *, may_search: bool = True
 ) -> tuple[VerifierOutput, RuleId] | None:
     """The calibrated verifier's output for a single-answer MCQ bundle; None when it cannot decide (no scored
-    pathway, or several answers allowed), so the caller falls back to the deterministic verifier."""
+    pathway, or several answers allowed), so the caller falls back to the deterministic verifier.
+
+    `may_search` is False when the follow-up mechanism is switched off: asking would only end in the
+    deterministic fallback, so the verifier decides from what it has."""
     question = bundle.question
     if question.answer_mode != "single":
         return None
@@ -138,12 +182,26 @@ def calibrated_verify(
         "local": thresholds.calibrated_local_weight,
         "dynamic": thresholds.calibrated_dynamic_weight + thresholds.calibrated_high_weight * high_share,
     }
-    result = pooled_route(answers, distributions, weights, allow_more_search=False)
-    shown = ", ".join(f"{o} {p:.2f}" for o, p in sorted(result.combined.items(), key=lambda kv: -kv[1])[:3])
+    # One re-scoring round at most: once a needs_more_search round has run, re-scored or not, the verifier decides.
+    asked = any(round_.trigger == NEEDS_MORE_SEARCH for round_ in bundle.followups)
+    may_ask = (
+        thresholds.calibrated_more_search_below > 0.0
+        and may_search
+        and not asked
+        and may_follow_up(0, thresholds)
+        and rescorable(bundle)
+    )
+    result = pooled_route(
+        answers,
+        distributions,
+        weights,
+        more_search_below=thresholds.calibrated_more_search_below,
+        allow_more_search=may_ask,
+    )
     output = VerifierOutput(
         answer=answer_for_route(result.route, bundle, agreement),
         route=result.route,
-        rationale=f"pooled option probabilities: {shown}",
+        rationale=f"pooled option probabilities: {top_options(result.combined)}",
         confidence=confidence_label(result.probability),
         mode="calibrated",
         raw_answer=result.letter,

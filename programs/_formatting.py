@@ -9,7 +9,7 @@ withheld from every prompt. Truncation keeps prompts inside the budget of small 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from clearmed.retrieval.screening import screen
 from clearmed.signatures.records import QUALITY_RANK, Candidate, Passage, QualityLabel, Question, SourceQuality
@@ -96,6 +96,11 @@ def format_search_results(passages: Sequence[Passage], words: int | None, featur
 
 def format_quality_counts(quality: SourceQuality) -> str:
     return f"source quality counts: high={quality.n_high}, medium={quality.n_medium}, low={quality.n_low}"
+
+
+def top_options(probs: Mapping[str, float], n: int = 3) -> str:
+    """The most probable options and their probabilities, e.g. "C 0.94, A 0.02, B 0.02" (a scored rationale)."""
+    return ", ".join(f"{option} {p:.2f}" for option, p in sorted(probs.items(), key=lambda kv: -kv[1])[:n])
 
 
 def format_candidates(candidates: Sequence[Candidate], rationale_words: int = 60) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import dspy
 
-from clearmed.backbones.scoring import ScoringError, TokenScorer, scorer_for
+from clearmed.backbones.scoring import TokenScorer, scorer_for
 from clearmed.programs._run_context import current
 from clearmed.programs._stage import lm_name
 from clearmed.programs.settings import Stage
@@ -58,7 +58,8 @@ def run_scored_stage(
     """Score ``question``'s options with ``predictor``'s prompt under the run context, recording usage.
 
     None when scoring is off, the question has no options, or the stage's backbone cannot score (the caller then
-    generates); a failed scoring call is recorded as a failed usage row and also returns None.
+    generates); a failed scoring call (`ScoringError`, an engine's context overflow, any other exception) is
+    recorded as a failed usage row and also returns None.
     """
     context = current()
     if context.settings.mcq_decoding != "score" or not question.options:
@@ -75,7 +76,9 @@ def run_scored_stage(
     started = time.perf_counter()
     try:
         scores, prompt_tokens, passes = _score(scorer, messages, prefix, question)
-    except ScoringError:
+    except Exception:  # a scoring failure never ends the question (an engine's context overflow included)
+        # Recorded as failed; the caller then generates, and generation records its own error if the prompt
+        # cannot fit at all.
         seconds = round(time.perf_counter() - started, 4)
         context.ledger.add(CallUsage(stage=stage, role=role, model=lm_name(lm), seconds=seconds, failed=True))
         return None

@@ -17,7 +17,7 @@ import dspy
 
 from clearmed.programs._answers import answer_format, format_options
 from clearmed.programs._evidence_search import evidence_failure, reid, search_web
-from clearmed.programs._formatting import format_passages, render_question
+from clearmed.programs._formatting import format_passages, render_question, top_options
 from clearmed.programs._judge import OptionWiseJudge
 from clearmed.programs._option_scoring import run_scored_stage
 from clearmed.programs._qpis import QueryPlannedSearch
@@ -91,6 +91,17 @@ class ParametricPathway(dspy.Module):
         return PathwayResult(candidate=_candidate_from("parametric", result, question, self.gate, "parametric"))
 
 
+def evidence_inputs(question: Question, passages: Sequence[Passage]) -> dict[str, object]:
+    """The evidence-conditioned answer's inputs: one definition for the pathways' answers and the dynamic
+    pathway's re-scoring on follow-up evidence, so both read the evidence alike."""
+    return {
+        "question": render_question(question),
+        "options": format_options(question),
+        "answer_format": answer_format(question),
+        "evidence": format_passages(passages, current().settings.passage_words),
+    }
+
+
 class EvidenceAnswerer(dspy.Module):
     """a = M(q, E): the evidence-conditioned answer shared by the local and dynamic pathways.
 
@@ -115,12 +126,7 @@ class EvidenceAnswerer(dspy.Module):
             )
             return _judged_candidate(pathway, judged.judgment, judged.error, judge_stage, **extra)
         stage: Stage = "local_answer" if pathway == "local" else "dynamic_answer"
-        inputs = {
-            "question": render_question(question),
-            "options": format_options(question),
-            "answer_format": answer_format(question),
-            "evidence": format_passages(passages, settings.passage_words),
-        }
+        inputs = evidence_inputs(question, passages)
         scores = run_scored_stage(stage, self.answer, question, **inputs)
         if scores is not None:
             return _scored_candidate(pathway, scores, stage, **extra)
@@ -131,11 +137,10 @@ class EvidenceAnswerer(dspy.Module):
 
 def _scored_candidate(pathway: PathwayName, scores: OptionScores, stage: Stage, **extra: object) -> Candidate:
     """A candidate whose answer was read from the option probabilities: no rationale or citations were written."""
-    shown = ", ".join(f"{letter} {p:.2f}" for letter, p in sorted(scores.probs.items(), key=lambda kv: -kv[1])[:3])
     return Candidate(
         pathway=pathway,
         answer=Answer(letters=scores.letters),
-        rationale=f"scored: {shown}",
+        rationale=f"scored: {top_options(scores.probs)}",
         raw_answer=",".join(scores.letters),
         model=lm_name(current().lm_for(stage)[1]),
         option_scores=scores,
@@ -273,3 +278,14 @@ class DynamicPathway(dspy.Module):
             quality_error=assessed.error,
             query_error=query_error,
         )
+
+    def rescore(self, question: Question, passages: Sequence[Passage]) -> OptionScores | None:
+        """The answer step's option distribution over more evidence (the calibrated verifier's follow-up round):
+        one scoring pass with the pathway's own predictor and inputs. None when the backbone cannot score or the
+        scoring call failed (e.g. a prompt the added pages pushed past the context window): its usage row says so,
+        and the question keeps its answers.
+
+        The passages are read as the pathway read its own, without the quality labels assessed after it answered
+        (eq. 4 keeps the answer and the quality independent): only the added evidence differs."""
+        unlabelled = [p.model_copy(update={"quality": None, "quality_reason": None}) for p in passages]
+        return run_scored_stage("dynamic_answer", self.reader.answer, question, **evidence_inputs(question, unlabelled))

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from clearmed.programs._agreement import letter_agreement
+from clearmed.programs._calibrated import rescored_candidate
 from clearmed.programs._quality_gate import effective_quality
 from clearmed.programs.rules import (
     answer_for_route,
@@ -82,7 +84,11 @@ ALL_MECHANISMS = Mechanisms()
 
 @dataclass
 class Adjudicated:
-    """The adjudication layer's result: d = (a*, z*, j*, gamma*, B*) plus its trail."""
+    """The adjudication layer's result: d = (a*, z*, j*, gamma*, B*) plus its trail.
+
+    `agreement` is the agreement of B*'s candidates: the one adjudication was given, recomputed when a follow-up
+    round re-scored the dynamic pathway (the Decision stores this one, consistent with its bundle).
+    """
 
     answer: Answer | None
     route: Route | None
@@ -90,13 +96,34 @@ class Adjudicated:
     confidence: Confidence
     rule: RuleId
     bundle: EvidenceBundle
+    agreement: Agreement
     steps: list[AdjudicationStep] = field(default_factory=list)
     verifier_outputs: list[VerifierOutput] = field(default_factory=list)
 
 
 def _with_round(bundle: EvidenceBundle, round_: FollowUpRound) -> EvidenceBundle:
-    """B' = Merge(B, E_follow, P_follow, S_follow)."""
-    return bundle.model_copy(update={"followups": [*bundle.followups, round_]})
+    """B' = Merge(B, E_follow, P_follow, S_follow). A round that re-scored the dynamic pathway also replaces the
+    dynamic candidate by the re-scored one, and keeps the candidate it replaced on the round (`before_followups`
+    puts it back)."""
+    if round_.rescored is None:
+        return bundle.model_copy(update={"followups": [*bundle.followups, round_]})
+    original = bundle.candidate("dynamic")
+    merged = round_.model_copy(update={"replaced": original})
+    candidates = [rescored_candidate(original, merged) if c.pathway == "dynamic" else c for c in bundle.candidates]
+    return bundle.model_copy(update={"candidates": candidates, "followups": [*bundle.followups, merged]})
+
+
+def before_followups(bundle: EvidenceBundle, agreement: Agreement) -> tuple[EvidenceBundle, Agreement]:
+    """The bundle and agreement adjudication started from, given those it ended with (a stored Decision's): no
+    follow-up round, and the dynamic candidate a re-scoring round replaced put back. That agreement is recomputed
+    from letter sets, which is how it was made: only single-answer MCQs are re-scored."""
+    replaced = next((r.replaced for r in bundle.followups if r.replaced is not None), None)
+    initial = bundle.model_copy(update={"followups": []})
+    if replaced is None:
+        return initial, agreement
+    candidates = [replaced if c.pathway == "dynamic" else c for c in bundle.candidates]
+    initial = initial.model_copy(update={"candidates": candidates})
+    return initial, letter_agreement(initial)
 
 
 def _followup_step(round_: FollowUpRound, trigger: str) -> AdjudicationStep:
@@ -105,6 +132,12 @@ def _followup_step(round_: FollowUpRound, trigger: str) -> AdjudicationStep:
     outcome = f"query {round_.query!r}: {found} results (high={quality.n_high}, medium={quality.n_medium})"
     if round_.query_cut_chars is not None:
         outcome += f"; the written query was cut from {round_.query_cut_chars} characters to the search's limit"
+    if round_.rescored is not None:
+        before = round_.replaced.answer if round_.replaced is not None else None
+        outcome += (
+            f"; dynamic pathway re-scored on them: {before.display() if before else '-'} -> "
+            f"{Answer(letters=round_.rescored.letters).display()}"
+        )
     return AdjudicationStep(mechanism="followup", trigger=trigger, outcome=outcome, error=round_.error)
 
 
@@ -140,7 +173,9 @@ def adjudicate(
     steps: list[AdjudicationStep] = []
     outputs: list[VerifierOutput] = []
     if not answered(bundle):
-        return Adjudicated(None, None, "no pathway produced an answer", "low", "no_pathway_answered", bundle, steps)
+        return Adjudicated(
+            None, None, "no pathway produced an answer", "low", "no_pathway_answered", bundle, agreement, steps
+        )
 
     if thresholds.unanimity_fast_path and is_unanimous(agreement):
         answer = bundle.candidate("parametric").answer
@@ -154,7 +189,14 @@ def adjudicate(
             )
         )
         return Adjudicated(
-            answer, route_for("agreement"), "all three pathways agree", "high", "unanimity_fast_path", bundle, steps
+            answer,
+            route_for("agreement"),
+            "all three pathways agree",
+            "high",
+            "unanimity_fast_path",
+            bundle,
+            agreement,
+            steps,
         )
 
     # 2.3.1 verifier, with bounded 2.3.3 follow-up rounds while it asks for more evidence.
@@ -186,8 +228,10 @@ def adjudicate(
     output, rule = verify("initial bundle")
     while output.route == NEEDS_MORE_SEARCH:
         if mechanisms.followup and may_follow_up(rounds, thresholds):
-            round_ = actions.follow_up(bundle, "needs_more_search")
-            bundle = _with_round(bundle, round_)
+            bundle = _with_round(bundle, actions.follow_up(bundle, "needs_more_search"))
+            round_ = bundle.followups[-1]
+            if round_.rescored is not None:  # a new dynamic answer: every rule from here on compares it
+                agreement = letter_agreement(bundle)
             rounds += 1
             steps.append(_followup_step(round_, f"needs_more_search (round {rounds})"))
             output, rule = verify(f"bundle after follow-up round {rounds}")
@@ -209,9 +253,9 @@ def adjudicate(
         )
     if mechanisms.audit and audit_applies(route, agreement):
         return _run_audit(
-            bundle, thresholds, actions, mechanisms, steps, outputs, route, rationale, confidence, quality_of
+            bundle, agreement, thresholds, actions, mechanisms, steps, outputs, route, rationale, confidence, quality_of
         )
-    return Adjudicated(answer, route, rationale, confidence, rule, bundle, steps, outputs)
+    return Adjudicated(answer, route, rationale, confidence, rule, bundle, agreement, steps, outputs)
 
 
 @dataclass(frozen=True)
@@ -231,6 +275,7 @@ class _Contest:
         revised: bool,
         confidence: Confidence,
         bundle: EvidenceBundle,
+        agreement: Agreement,
         steps: list[AdjudicationStep],
         outputs: list[VerifierOutput],
         rationale: str,
@@ -253,7 +298,15 @@ class _Contest:
         )
         label = "Override guard" if self.mechanism == "guard" else "Challenge audit"
         return Adjudicated(
-            answer, route, f"{label}: {outcome}. {rationale}".strip(), confidence, rule, bundle, steps, outputs
+            answer,
+            route,
+            f"{label}: {outcome}. {rationale}".strip(),
+            confidence,
+            rule,
+            bundle,
+            agreement,
+            steps,
+            outputs,
         )
 
 
@@ -280,7 +333,9 @@ def _run_guard(
 
     def finish(rule: RuleId, outcome: str, granted: bool, **recorded: object) -> Adjudicated:
         confidence_now: Confidence = confidence if granted else "medium"
-        return contest.settle(rule, outcome, granted, confidence_now, bundle, steps, outputs, rationale, **recorded)
+        return contest.settle(
+            rule, outcome, granted, confidence_now, bundle, agreement, steps, outputs, rationale, **recorded
+        )
 
     if not guard_confident_enough(confidence, thresholds):
         return finish(
@@ -345,6 +400,7 @@ def _run_guard(
 
 def _run_audit(
     bundle: EvidenceBundle,
+    agreement: Agreement,
     thresholds: Thresholds,
     actions: AdjudicationActions,
     mechanisms: Mechanisms,
@@ -368,7 +424,9 @@ def _run_audit(
 
     def finish(rule: RuleId, outcome: str, accepted: bool, **recorded: object) -> Adjudicated:
         confidence_now: Confidence = "medium" if accepted else confidence
-        return contest.settle(rule, outcome, accepted, confidence_now, bundle, steps, outputs, rationale, **recorded)
+        return contest.settle(
+            rule, outcome, accepted, confidence_now, bundle, agreement, steps, outputs, rationale, **recorded
+        )
 
     if audit_skippable(confidence, thresholds):
         return finish(

@@ -10,7 +10,7 @@ import dspy
 
 from clearmed.programs._agreement import CandidateAgreement
 from clearmed.programs._assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
-from clearmed.programs._calibrated import calibrated_verify
+from clearmed.programs._calibrated import calibrated_verify, rescorable
 from clearmed.programs._input_budget import over_budget, refused_decision
 from clearmed.programs._pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs._quality import SourceQualityAssessor
@@ -24,6 +24,7 @@ from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
+    NEEDS_MORE_SEARCH,
     AdjudicationStep,
     Agreement,
     Answer,
@@ -47,8 +48,11 @@ class LiveActions:
         self.program = program
 
     def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
-        if self.program.settings.verifier_mode == "calibrated":  # no LM call; replay recomputes it the same way
-            calibrated = calibrated_verify(bundle, agreement, self.program.thresholds)
+        settings = self.program.settings
+        if settings.verifier_mode == "calibrated":  # no LM call; replay recomputes it the same way
+            calibrated = calibrated_verify(
+                bundle, agreement, self.program.thresholds, may_search=settings.enable_followup
+            )
             if calibrated is not None:
                 return calibrated
         result: VerifierResult = self.program.verifier(bundle=bundle, agreement=agreement)
@@ -56,6 +60,16 @@ class LiveActions:
 
     def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
         round_: FollowUpRound = self.program.followup(bundle=bundle, trigger=trigger)
+        calibrated = self.program.settings.verifier_mode == "calibrated"
+        if trigger == NEEDS_MORE_SEARCH and calibrated and rescorable(bundle) and round_.passages:
+            # The calibrated verifier asked: the dynamic pathway reads its own pages plus the new ones, and
+            # adjudicate's merge puts the re-scored candidate in the bundle.
+            passages = [*bundle.dynamic_passages, *round_.passages]
+            rescored = self.program.dynamic.rescore(bundle.question, passages)
+            # Not re-scored (the backbone could not score, or the call failed: its usage row says so): the
+            # verifier decides from what it has.
+            if rescored is not None:
+                round_ = round_.model_copy(update={"rescored": rescored})
         return round_
 
     def assess_guard(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
@@ -190,20 +204,16 @@ class CLEAR(dspy.Module):
             bundle, agreement, self.thresholds, LiveActions(self), mechanisms, priors=self.quality_priors
         )
         steps.extend(result.steps)
-        return self._finish(question, result, agreement, steps, context)
+        return self._finish(question, result, steps, context)
 
     def _finish(
-        self,
-        question: Question,
-        result: Adjudicated,
-        agreement: Agreement,
-        steps: list[AdjudicationStep],
-        context: RunContext,
+        self, question: Question, result: Adjudicated, steps: list[AdjudicationStep], context: RunContext
     ) -> Decision:
         common = {
             "question_id": question.id,
             "bundle": result.bundle,
-            "agreement": agreement,
+            # B*'s agreement: after a re-scored follow-up round, that of the re-scored dynamic answer
+            "agreement": result.agreement,
             "verifier_outputs": result.verifier_outputs,
             "thresholds": self.thresholds,
             "program": self.program_name,

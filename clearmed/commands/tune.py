@@ -157,7 +157,7 @@ def _report(summary: TuneSummary) -> str:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from clearmed.optimize.tuning import PARAMETERS
+    from clearmed.optimize.tuning import OPT_IN_PARAMETERS, PARAMETERS
 
     tune = commands.add_parser(
         "tune", help="tune the adjudication thresholds with Optuna by replaying stored eval runs (no new LM calls)"
@@ -169,7 +169,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--seed", type=int, default=0, help="TPE seed and train/test split seed")
     tune.add_argument("--storage", help="Optuna storage URL (default: sqlite:///<out>/optuna.db)")
     tune.add_argument("--study-name", default="clearmed-thresholds", help="workers sharing a study use one name")
-    tune.add_argument("--params", help=f"comma-separated parameters to tune (default: all of {', '.join(PARAMETERS)})")
+    tune.add_argument(
+        "--params",
+        help=f"comma-separated parameters to tune, from {', '.join(PARAMETERS)} (default: all but "
+        f"{', '.join(sorted(OPT_IN_PARAMETERS))}, which is tuned only when named)",
+    )
     tune.add_argument(
         "--on-miss",
         choices=["keep-original", "penalize"],

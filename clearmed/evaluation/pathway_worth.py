@@ -1,6 +1,7 @@
 """What a CLEAR run's recorded pathways were worth, with zero LM calls.
 
-For MCQ runs: each pathway's own accuracy, the deterministic verifier's accuracy over the same candidates
+For MCQ runs: each pathway's own accuracy (as it first answered: a dynamic answer re-scored on follow-up
+evidence counts for the program, not for the pathway), the deterministic verifier's accuracy over the same candidates
 (the CLEAR code's fallback order: what `verifier_mode = "heuristic"` would route, before guard and audit),
 and the oracle: some pathway was right. The gap between the program's accuracy and these numbers says
 whether adjudication, not evidence, is the bottleneck.
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.metrics import Calibration, calibration, letter_prior, score_mcq
+from clearmed.programs.adjudication import before_followups
 from clearmed.programs.rules import answer_for_route, heuristic_verify
 from clearmed.signatures.records import PATHWAYS, Decision
 
@@ -60,29 +62,31 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
     ]
     if not usable or len(usable) != len(decisions):
         return None
-    hits = dict.fromkeys(PATHWAYS, 0)
+    hits: dict[str, int] = dict.fromkeys(PATHWAYS, 0)
     deterministic = oracle = 0
     confidences: dict[str, list[float]] = {p: [] for p in PATHWAYS}
     corrects: dict[str, list[bool]] = {p: [] for p in PATHWAYS}
     distributions: dict[str, list[dict[str, float]]] = {p: [] for p in PATHWAYS}
     routes: dict[str, list[tuple[bool, dict[str, bool]]]] = {}
     for decision in usable:
-        question, bundle = decision.bundle.question, decision.bundle
-        right = {p: score_mcq(question, bundle.candidate(p).answer).correct for p in PATHWAYS}
+        assert decision.agreement is not None
+        # The pathways as they answered, before a follow-up round re-scored the dynamic one.
+        bundle, agreement = before_followups(decision.bundle, decision.agreement)
+        question = bundle.question
+        right: dict[str, bool] = {p: score_mcq(question, bundle.candidate(p).answer).correct for p in PATHWAYS}
         for pathway in PATHWAYS:
             scores = bundle.candidate(pathway).option_scores
             if scores is not None and not scores.per_option:
                 confidences[pathway].append(max(scores.probs.values()))
                 corrects[pathway].append(right[pathway])
                 distributions[pathway].append(scores.probs)
-        for pathway, ok in right.items():
-            hits[pathway] += ok
+        for name, ok in right.items():
+            hits[name] += ok
         oracle += any(right.values())
         route = decision.route or decision.deciding_rule or "none"
         routes.setdefault(route, []).append((score_mcq(question, decision.answer).correct, right))
-        assert decision.agreement is not None
-        output, _ = heuristic_verify(bundle, decision.agreement, bundle.dynamic_quality(), allow_more_search=False)
-        deterministic += score_mcq(question, answer_for_route(output.route, bundle, decision.agreement)).correct
+        output, _ = heuristic_verify(bundle, agreement, bundle.dynamic_quality(), allow_more_search=False)
+        deterministic += score_mcq(question, answer_for_route(output.route, bundle, agreement)).correct
     n = len(usable)
     chance_miss = 1.0
     for pathway in PATHWAYS:

@@ -99,6 +99,12 @@ class Thresholds(Record):
     calibrated_local_weight: float = Field(default=1.0, ge=0.0)
     calibrated_dynamic_weight: float = Field(default=1.0, ge=0.0)
     calibrated_high_weight: float = Field(default=0.0, ge=0.0)
+    # The pooled probability of the calibrated verifier's choice below which it asks for one targeted follow-up
+    # search and re-scores the dynamic pathway on it (0: it never asks). Replay serves the recorded round with its
+    # re-scored distribution, so the verifier replays with no LM call at any threshold up to the one a run was
+    # recorded with (same weights): record with a high threshold, tune below it. Above it, asking where the run
+    # did not is a miss; and, as for any threshold, a guard or audit the recorded run never reached is one too.
+    calibrated_more_search_below: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @property
     def quality_gate_on(self) -> bool:

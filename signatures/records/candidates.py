@@ -69,6 +69,12 @@ class FollowUpRound(Record):
     passages: list[Passage] = Field(default_factory=list)
     source_quality: SourceQuality = Field(default_factory=SourceQuality)
     error: StepError | None = None
+    # The calibrated verifier's needs_more_search round only: the dynamic pathway's option distribution re-scored
+    # on the initial web passages plus this round's (`rescored`), and the dynamic candidate that re-scoring
+    # replaced in the bundle (`replaced`, set when the round is merged), kept so that replay can start from the
+    # bundle as the pathways left it. None on every other round, and in records written before re-scoring.
+    rescored: OptionScores | None = None
+    replaced: Candidate | None = None
 
 
 class EvidenceBundle(Record):

@@ -255,3 +255,10 @@ def test_tune_on_a_compiled_program_carries_its_prompts(
                "--program-artifact", str(compiled), "--test-ids", str(tmp_path / "test.txt")]  # fmt: skip
     assert main(refused) == 2
     assert "used for compiling the program" in capsys.readouterr().err
+
+
+def test_the_follow_up_threshold_is_tuned_only_when_named() -> None:
+    # A run recorded at threshold 0 has no follow-up round to replay: tuning it by default would only count misses.
+    assert "calibrated_more_search" not in parse_params(None)
+    assert "calibrated_weights" in parse_params(None)
+    assert parse_params("calibrated_weights,calibrated_more_search") == ["calibrated_weights", "calibrated_more_search"]

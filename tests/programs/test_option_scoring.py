@@ -166,3 +166,20 @@ def test_plain_scoring_prompt_turns_demos_into_answered_turns_and_keeps_the_mult
     assert messages[1]["content"] == "A"
     assert messages[2]["content"].endswith("Answer format:\nchoose every correct")
     assert PLAIN_ANSWER_INSTRUCTION not in messages[2]["content"]
+
+
+def test_an_engine_error_while_scoring_is_recorded_and_the_pathway_generates_instead() -> None:
+    from dspy import lm15
+
+    program, engine, _ = build_toy_program({**SCRIPT, **pathway_replies("A", "A", "C")}, settings=SCORED, scores=SCORES)
+
+    def overflow(messages, prefix, candidates):
+        raise lm15.ContextLengthError("prompt of 9000 tokens does not fit the 8192-token context")
+
+    engine.score_next_token = overflow  # type: ignore[method-assign]
+    decision = program(question=QUESTION).decision
+    assert decision.status == "answered"
+    assert all(c.option_scores is None for c in decision.bundle.candidates)
+    failed = [row.stage for row in decision.usage if row.failed]
+    assert sorted(failed) == ["dynamic_answer", "local_answer", "parametric"]
+    assert {"parametric", "local_answer", "dynamic_answer"} <= set(engine.stages())  # generated instead
