@@ -6,9 +6,14 @@ them) and its demos, in one of two formats (`[program] score_prompt`):
 - chat: DSPy's ChatAdapter format, exactly as a generation call would be, with the answer field moved first;
   the assistant turn is opened up to the answer marker;
 - plain: one user turn, the signature's instructions then its input fields as labelled paragraphs, and the
-  answer instruction as the last line; each demo is an earlier user turn answered by its letter. Measured on
-  the embedded model (issue 16, docs/results.md), field markers and a structural system prompt cost a small
-  model accuracy that the same words in plain paragraphs do not.
+  answer instruction as the last line; each demo is an earlier user turn answered by its letter.
+
+Measured on the embedded model (79 MMLU-Med train ids, docs/results.md), the chat format matched a bare
+"Question / options / answer with the letter" prompt (50.6% both) and the plain format did not (46.8%), so chat
+is the default everywhere.
+
+Either format can put the evidence before the question (`[program] score_evidence_first`), as retrieval-augmented
+prompts usually do, so that the question and its options come right before the answer is read.
 
 Either way the backbone's next-token distribution over the option letters is read in one forward pass
 (`clearmed.backbones.scoring`).
@@ -17,6 +22,11 @@ Either way the backbone's next-token distribution over the option letters is rea
 - several answers allowed: a per-option probability, P("yes") to "is option X one of the correct answers?"
   asked after the same prompt (the prompt prefix is shared, so each option costs only its short tail); the
   answer is every option at or above one half, or the most probable one if none is.
+
+Scores are cached like generated answers: under DSPy's cache (memory and disk), keyed by the model, the scored
+messages and the options, whenever the LM caches its own calls. A program that shares a prompt with an earlier
+run (Direct is CLEAR's parametric pathway, MedRAG its local one) then reuses that run's scoring passes, and its
+usage rows count them as cache hits, as for generation.
 
 Backbones without log-probabilities return None here and the caller generates as before. Measured on the
 embedded model (MMLU-Med, issue 16): scoring keeps the signal that generation loses to the model's letter
@@ -32,7 +42,7 @@ import dspy
 
 from clearmed.backbones.scoring import TokenScorer, scorer_for
 from clearmed.programs._run_context import current
-from clearmed.programs._stage import lm_name
+from clearmed.programs._stage import is_cacheable, lm_name
 from clearmed.programs.settings import Stage
 from clearmed.signatures.records import Answer, CallUsage, OptionScores, Question
 
@@ -41,14 +51,22 @@ __all__ = ["ANSWER_MARKER", "PLAIN_ANSWER_INSTRUCTION", "answer_first", "plain_m
 ANSWER_MARKER: Final = "[[ ## answer ## ]]\n"
 PLAIN_ANSWER_INSTRUCTION: Final = "Answer with the letter of the correct option only."
 _YES_NO: Final = ("yes", "no")
+# Part of every cache key: bump it when what a scoring pass computes changes, so old entries are not served.
+_CACHE_KIND: Final = "clearmed.option_scores/v1"
 
 
-def answer_first(signature: type[dspy.Signature]) -> type[dspy.Signature]:
-    """The signature with `answer` as its only output field: what is scored is all the prompt asks for."""
+def answer_first(signature: type[dspy.Signature], *, evidence_first: bool = False) -> type[dspy.Signature]:
+    """The signature with `answer` as its only output field: what is scored is all the prompt asks for.
+
+    With `evidence_first`, an `evidence` input moves ahead of the question, so the options and the question sit
+    right before the answer is read (`[program] score_evidence_first`)."""
     scored = signature
     for name in list(signature.output_fields):
         if name != "answer":
             scored = scored.delete(name)
+    if evidence_first and "evidence" in scored.input_fields:
+        field = scored.input_fields["evidence"]
+        scored = scored.delete("evidence").prepend("evidence", field, field.annotation)
     return scored
 
 
@@ -68,12 +86,23 @@ def run_scored_stage(
     scorer = scorer_for(lm) if lm is not None else None
     if scorer is None:
         return None
-    signature = answer_first(predictor.signature)
+    signature = answer_first(predictor.signature, evidence_first=context.settings.score_evidence_first)
     if context.settings.score_prompt == "plain":
         messages, prefix = plain_messages(signature, list(predictor.demos), dict(inputs), question), ""
     else:
         messages, prefix = dspy.ChatAdapter().format(signature, list(predictor.demos), dict(inputs)), ANSWER_MARKER
     started = time.perf_counter()
+    request = _cache_request(lm, messages, prefix, question) if is_cacheable(lm) else None
+    hit = _cached(request)
+    if hit is not None:
+        context.ledger.add(
+            CallUsage(
+                stage=stage, role=role, model=lm_name(lm), calls=0, cached=True,
+                seconds=round(time.perf_counter() - started, 4),
+            )
+        )  # fmt: skip
+        _trace(predictor, inputs, hit)
+        return hit
     try:
         scores, prompt_tokens, passes = _score(scorer, messages, prefix, question)
     except Exception:  # a scoring failure never ends the question (an engine's context overflow included)
@@ -88,8 +117,36 @@ def run_scored_stage(
             seconds=round(time.perf_counter() - started, 4),
         )
     )  # fmt: skip
+    if request is not None:
+        dspy.cache.put(request, scores.model_dump(mode="json"))
     _trace(predictor, inputs, scores)
     return scores
+
+
+def _cache_request(
+    lm: dspy.BaseLM | None, messages: list[dict[str, str]], prefix: str, question: Question
+) -> dict[str, object]:
+    """What a scoring pass depends on: the model, the exact messages and prefix, and the options scored."""
+    return {
+        "kind": _CACHE_KIND,
+        "model": lm_name(lm),
+        "messages": messages,
+        "prefix": prefix,
+        "options": dict(question.options or {}),
+        "answer_mode": question.answer_mode,
+    }
+
+
+def _cached(request: dict[str, object] | None) -> OptionScores | None:
+    if request is None:
+        return None
+    value = dspy.cache.get(request)
+    if not isinstance(value, dict):
+        return None
+    try:
+        return OptionScores.model_validate(value)
+    except ValueError:  # an entry from an incompatible version: score afresh (and overwrite it)
+        return None
 
 
 def plain_messages(

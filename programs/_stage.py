@@ -42,7 +42,7 @@ def lm_name(lm: dspy.BaseLM | None) -> str:
     return str(getattr(lm, "model", "")) if lm is not None else ""
 
 
-def _is_cacheable(lm: dspy.BaseLM | None) -> bool:
+def is_cacheable(lm: dspy.BaseLM | None) -> bool:
     # DummyLM reports cache=True but never caches (`_cache_responses=False`).
     return bool(lm is not None and getattr(lm, "cache", False) and getattr(lm, "_cache_responses", True))
 
@@ -89,11 +89,11 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
             stage=stage,
             role=role,
             model=lm_name(lm),
-            calls=len(entries) if entries else (0 if _is_cacheable(lm) and error is None else 1),
+            calls=len(entries) if entries else (0 if is_cacheable(lm) and error is None else 1),
             prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
             completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
             seconds=round(seconds, 4),
-            cached=not entries and error is None and _is_cacheable(lm),
+            cached=not entries and error is None and is_cacheable(lm),
             failed=error is not None,
         )
     )

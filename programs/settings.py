@@ -72,7 +72,12 @@ class ProgramSettings(Record):
         default="chat",
         description="the prompt a scored MCQ step is read from: chat, DSPy's ChatAdapter format (field markers, "
         "structure in a system message); plain, one user turn of the signature's instructions and fields with the "
-        "answer format as the last line (small backbones lose less of their knowledge to it, issue 16)",
+        "answer format as the last line (measured worse on the embedded model: docs/results.md)",
+    )
+    score_evidence_first: bool = Field(
+        default=False,
+        description="in a scored MCQ step's prompt, put the evidence before the question (as retrieval-augmented "
+        "prompts usually do) instead of last, where the signature has it; generation is unchanged",
     )
     source_quality: Literal["lm", "priors"] = Field(
         default="lm",

@@ -183,3 +183,56 @@ def test_an_engine_error_while_scoring_is_recorded_and_the_pathway_generates_ins
     failed = [row.stage for row in decision.usage if row.failed]
     assert sorted(failed) == ["dynamic_answer", "local_answer", "parametric"]
     assert {"parametric", "local_answer", "dynamic_answer"} <= set(engine.stages())  # generated instead
+
+
+@pytest.fixture
+def memory_cache():
+    """DSPy's in-memory cache on for one test (the suite runs with every cache off), emptied before and after."""
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)
+    dspy.cache.reset_memory_cache()
+    yield
+    dspy.cache.reset_memory_cache()
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+
+
+def test_scoring_passes_are_cached_like_generated_calls(memory_cache: None) -> None:
+    program, engine, _ = build_toy_program(SCRIPT, settings=SCORED, scores=SCORES)
+    program.role_lms["main"].cache = True
+    first = program(question=QUESTION).decision
+    assert sorted(engine.scored) == ["dynamic_answer", "local_answer", "parametric"]
+    again = program(question=QUESTION).decision
+    assert len(engine.scored) == 3  # the second question's three scoring passes never reached the engine
+    rows = {row.stage: row for row in again.usage}
+    assert (rows["parametric"].cached, rows["parametric"].calls, rows["parametric"].prompt_tokens) == (True, 0, 0)
+    assert not rows["parametric"].failed
+    assert [c.option_scores for c in again.bundle.candidates] == [c.option_scores for c in first.bundle.candidates]
+    assert again.answer == first.answer
+    # other options are another request: scored afresh
+    other = QUESTION.model_copy(update={"id": "q-other", "options": {**QUESTION.options, "D": "Watchful waiting"}})
+    program(question=other)
+    assert len(engine.scored) == 6
+
+
+def test_an_lm_without_its_cache_scores_every_time(memory_cache: None) -> None:
+    program, engine, _ = build_toy_program(SCRIPT, settings=SCORED, scores=SCORES)  # scripted LMs: cache=False
+    program(question=QUESTION)
+    decision = program(question=QUESTION).decision
+    assert len(engine.scored) == 6
+    assert not any(row.cached for row in decision.usage)
+
+
+@pytest.mark.parametrize("score_prompt", ["chat", "plain"])
+def test_evidence_first_puts_the_passages_before_the_question_in_scored_prompts_only(score_prompt: str) -> None:
+    settings = SCORED.model_copy(update={"score_prompt": score_prompt, "score_evidence_first": True})
+    program, engine, _ = build_toy_program(SCRIPT, settings=settings, scores=SCORES)
+    decision = program(question=QUESTION).decision
+    prompts = dict(zip(engine.scored, engine.scored_prompts, strict=True))
+    for stage in ("local_answer", "dynamic_answer"):
+        user = prompts[stage][0][-1]["content"]
+        evidence = user.index("[[ ## evidence ## ]]" if score_prompt == "chat" else "Evidence:\n")
+        assert evidence < user.index(QUESTION.text) < user.index(f"A. {QUESTION.options['A']}")
+    parametric = prompts["parametric"][0][-1]["content"]
+    assert "evidence" not in parametric.casefold()
+    assert decision.bundle.candidate("local").answer.letters == ("A",)
+    # the signature itself (what generation and optimizers see) keeps the evidence last
+    assert list(program.local.reader.answer.signature.input_fields)[-1] == "evidence"
