@@ -83,6 +83,13 @@ def _calibrated_more_search(trial: optuna.Trial) -> dict[str, object]:
     return {name: trial.suggest_float(name, 0.0, 1.0)}
 
 
+def _calibrated_generated(trial: optuna.Trial) -> dict[str, object]:
+    # Opt-in, for runs where some pathways generated their letter (a backbone without log-probabilities): the
+    # probability such a letter stands for in the pool. Pure arithmetic over the records, like the weights.
+    name = "calibrated_generated_probability"
+    return {name: trial.suggest_float(name, 0.25, 0.95)}
+
+
 CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
 
 # Name -> parameter group. Order matters: tier weights read the quality_gate switch suggested before them.
@@ -106,12 +113,13 @@ PARAMETERS: dict[str, _Param] = {
         },
     ),
     "calibrated_more_search": _Param(_calibrated_more_search, {"calibrated_more_search_below": 0.0}),
+    "calibrated_generated": _Param(_calibrated_generated, {"calibrated_generated_probability": 0.0}),
 }
 
 
 # Tuned only when named: a run recorded at the default threshold holds no follow-up round to serve, so every
 # trial above it would be a replay miss. Name it when the train run was recorded with a higher threshold.
-OPT_IN_PARAMETERS: frozenset[str] = frozenset({"calibrated_more_search"})
+OPT_IN_PARAMETERS: frozenset[str] = frozenset({"calibrated_more_search", "calibrated_generated"})
 
 
 def parse_params(raw: str | None) -> list[str]:

@@ -12,6 +12,12 @@ by two pathways -> consensus; held by one pathway alone -> that pathway's route 
 accept_dynamic, which still faces the override guard). The weights are `Thresholds` fields that `clearmed tune`
 fits by replay, with no LM call: replay recomputes this verifier from the recorded distributions.
 
+A pathway that generated its letter instead of scoring (a hosted model without log-probabilities, or a scoring
+pass that failed) is left out of the pool unless `calibrated_generated_probability` is set: its letter then
+stands for that probability, the rest spread evenly over the other options (`generated_distribution`). The
+pathway signatures ask for no stated confidence, so this one tuned number is what a generated letter is worth;
+`clearmed tune --params calibrated_generated` fits it by replay on runs recorded with it set.
+
 needs_more_search: when the pooled probability of the choice is below `calibrated_more_search_below`, the
 verifier asks for one targeted follow-up search, and the live program re-scores the dynamic pathway on its
 initial web passages plus the round's (`FollowUpRound.rescored`). Merging that round replaces the dynamic
@@ -53,6 +59,7 @@ __all__ = [
     "CalibratedRoute",
     "calibrated_verify",
     "confidence_label",
+    "generated_distribution",
     "pool",
     "pooled_route",
     "rescorable",
@@ -131,6 +138,16 @@ def pooled_route(
     return CalibratedRoute(route_for(source), letter, probability, combined)
 
 
+def generated_distribution(letters: tuple[str, ...], options: list[str], probability: float) -> dict[str, float]:
+    """A generated single letter as a distribution: `probability` on it, the rest even over the other options.
+
+    Empty when there is nothing to spread (not exactly one letter among the options, or a single option)."""
+    if len(letters) != 1 or letters[0] not in options or len(options) < 2:
+        return {}
+    rest = (1.0 - probability) / (len(options) - 1)
+    return {option: probability if option == letters[0] else rest for option in options}
+
+
 def rescorable(bundle: EvidenceBundle) -> bool:
     """Whether a follow-up round can re-score the dynamic pathway: a single-answer MCQ whose dynamic candidate
     answered by scoring its options. A judged, generated or failed dynamic candidate has no distribution to
@@ -172,6 +189,12 @@ def calibrated_verify(
         answers[candidate.pathway] = candidate.answer.letters if candidate.answer is not None else None
         if candidate.option_scores is not None and candidate.answer is not None:
             distributions[candidate.pathway] = candidate.option_scores.probs
+        elif candidate.answer is not None and thresholds.calibrated_generated_probability > 0.0:
+            generated = generated_distribution(
+                candidate.answer.letters, list(question.options or {}), thresholds.calibrated_generated_probability
+            )
+            if generated:
+                distributions[candidate.pathway] = generated
     if not distributions:
         return None
     quality = bundle.dynamic_quality()

@@ -105,6 +105,10 @@ class Thresholds(Record):
     # recorded with (same weights): record with a high threshold, tune below it. Above it, asking where the run
     # did not is a miss; and, as for any threshold, a guard or audit the recorded run never reached is one too.
     calibrated_more_search_below: float = Field(default=0.0, ge=0.0, le=1.0)
+    # A pathway that generated its letter instead of scoring options (a hosted model without log-probabilities,
+    # or a scoring pass that failed) enters the pool with this probability on its letter and the rest spread
+    # evenly over the other options; 0 leaves such a pathway out of the pool, as before.
+    calibrated_generated_probability: float = Field(default=0.0, ge=0.0, lt=1.0)
 
     @property
     def quality_gate_on(self) -> bool:

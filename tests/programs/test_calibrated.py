@@ -84,3 +84,48 @@ def test_nothing_answered() -> None:
 @pytest.mark.parametrize(("p", "label"), [(0.95, "high"), (0.8, "high"), (0.6, "medium"), (0.49, "low")])
 def test_confidence_label(p: float, label: str) -> None:
     assert confidence_label(p) == label
+
+
+def test_a_generated_letter_becomes_a_distribution_over_the_options() -> None:
+    from clearmed.programs._calibrated import generated_distribution
+
+    dist = generated_distribution(("B",), ["A", "B", "C", "D"], 0.7)
+    assert dist == pytest.approx({"A": 0.1, "B": 0.7, "C": 0.1, "D": 0.1})
+    assert generated_distribution(("A", "B"), ["A", "B", "C"], 0.7) == {}  # not one letter
+    assert generated_distribution(("E",), ["A", "B", "C"], 0.7) == {}  # not an option
+
+
+def test_pathways_that_generated_enter_the_pool_only_when_a_probability_is_set() -> None:
+    from clearmed.optimize.replay import replay_decision
+    from clearmed.programs import ProgramSettings
+    from clearmed.signatures.records import Thresholds
+    from clearmed.testing import GUARD_ALL_TRUE, QUESTION, build_toy_program, label_all, pathway_replies
+
+    # No scores: the scripted backbone cannot score, so every pathway generates (a hosted model's case).
+    script = {
+        **pathway_replies("A", "A", "C"), "source_quality": label_all("high"), "guard": GUARD_ALL_TRUE,
+        "followup_query": {"query": "thyroid"},
+        "audit": {"rationale": "r", "clearly_supports_challenger": False, "aligned_with_question": True,
+                  "supports_exact_option": True},
+    }  # fmt: skip
+    settings = ProgramSettings(json_fallback=False, parallel_pathways="off", verifier_mode="calibrated")
+    on = Thresholds(calibrated_generated_probability=0.6)
+    program, engine, _ = build_toy_program(script, settings=settings, thresholds=on)
+    decision = program(question=QUESTION).decision
+    verifier = next(step for step in decision.steps if step.mechanism == "verifier")
+    assert verifier.rule == "calibrated"
+    assert verifier.route == "consensus"
+    assert verifier.verifier.pooled["A"] > verifier.verifier.pooled["C"] > verifier.verifier.pooled["B"]
+    assert "verifier" not in engine.stages()
+    # Replay recomputes it at another probability with no LM call (record with one set, tune around it).
+    calls = len(engine.calls)
+    replayed, _ = replay_decision(decision, Thresholds(calibrated_generated_probability=0.9))
+    assert (replayed.verifier_outputs[0].mode, replayed.route) == ("calibrated", "consensus")
+    assert replayed.verifier_outputs[0].pooled["A"] > verifier.verifier.pooled["A"]
+    assert replayed.answer == decision.answer
+    assert len(engine.calls) == calls
+    # Off (the default): nothing to pool, so the deterministic verifier decides, as before.
+    off_program, _, _ = build_toy_program(script, settings=settings)
+    off = off_program(question=QUESTION).decision
+    assert not any(step.mechanism == "verifier" for step in off.steps)
+    assert next(step for step in off.steps if step.mechanism == "fallback").rule.startswith("heuristic")
