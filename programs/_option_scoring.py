@@ -92,33 +92,26 @@ def run_scored_stage(
     else:
         messages, prefix = dspy.ChatAdapter().format(signature, list(predictor.demos), dict(inputs)), ANSWER_MARKER
     started = time.perf_counter()
-    request = _cache_request(lm, messages, prefix, question) if is_cacheable(lm) else None
-    hit = _cached(request)
-    if hit is not None:
-        context.ledger.add(
-            CallUsage(
-                stage=stage, role=role, model=lm_name(lm), calls=0, cached=True,
-                seconds=round(time.perf_counter() - started, 4),
-            )
-        )  # fmt: skip
-        _trace(predictor, inputs, hit)
-        return hit
-    try:
-        scores, prompt_tokens, passes = _score(scorer, messages, prefix, question)
-    except Exception:  # a scoring failure never ends the question (an engine's context overflow included)
-        # Recorded as failed; the caller then generates, and generation records its own error if the prompt
-        # cannot fit at all.
+
+    def record(**usage: Any) -> None:  # one usage row for this pass, timed from the cache lookup
         seconds = round(time.perf_counter() - started, 4)
-        context.ledger.add(CallUsage(stage=stage, role=role, model=lm_name(lm), seconds=seconds, failed=True))
-        return None
-    context.ledger.add(
-        CallUsage(
-            stage=stage, role=role, model=lm_name(lm), calls=passes, prompt_tokens=prompt_tokens,
-            seconds=round(time.perf_counter() - started, 4),
-        )
-    )  # fmt: skip
-    if request is not None:
-        dspy.cache.put(request, scores.model_dump(mode="json"))
+        context.ledger.add(CallUsage(stage=stage, role=role, model=lm_name(lm), seconds=seconds, **usage))
+
+    request = _cache_request(lm, messages, prefix, question) if is_cacheable(lm) else None
+    scores = _cached(request)
+    if scores is not None:
+        record(calls=0, cached=True)
+    else:
+        try:
+            scores, prompt_tokens, passes = _score(scorer, messages, prefix, question)
+        except Exception:  # a scoring failure never ends the question (an engine's context overflow included)
+            # Recorded as failed; the caller then generates, and generation records its own error if the prompt
+            # cannot fit at all.
+            record(failed=True)
+            return None
+        record(calls=passes, prompt_tokens=prompt_tokens)
+        if request is not None:
+            dspy.cache.put(request, scores.model_dump(mode="json"))
     _trace(predictor, inputs, scores)
     return scores
 
