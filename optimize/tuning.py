@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clearmed.errors import UsageError
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test
+from clearmed.programs import fit_letter_priors
 from clearmed.signatures.records import DOMAIN_TIER_NAMES, Confidence, Thresholds
 
 
@@ -90,6 +91,19 @@ def _calibrated_generated(trial: optuna.Trial) -> dict[str, object]:
     return {name: trial.suggest_float(name, 0.25, 0.95)}
 
 
+def _calibrated_stated(trial: optuna.Trial) -> dict[str, object]:
+    # Opt-in, for runs recorded with `[program] stated_confidence`: how far a stated confidence is trusted.
+    name = "calibrated_stated_weight"
+    return {name: trial.suggest_float(name, 0.0, 1.0)}
+
+
+def _letter_prior(trial: optuna.Trial) -> dict[str, object]:
+    # How strongly the pathways' letter priors (fitted on the train run before the study, `fit_letter_priors`)
+    # are divided out of their scored distributions. Pure arithmetic over the records, like the weights.
+    name = "letter_prior_strength"
+    return {name: trial.suggest_float(name, 0.0, 1.5)}
+
+
 CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
 
 # Name -> parameter group. Order matters: tier weights read the quality_gate switch suggested before them.
@@ -114,12 +128,15 @@ PARAMETERS: dict[str, _Param] = {
     ),
     "calibrated_more_search": _Param(_calibrated_more_search, {"calibrated_more_search_below": 0.0}),
     "calibrated_generated": _Param(_calibrated_generated, {"calibrated_generated_probability": 0.0}),
+    "calibrated_stated": _Param(_calibrated_stated, {"calibrated_stated_weight": 1.0}),
+    "letter_prior": _Param(_letter_prior, {"letter_prior_strength": 0.0}),
 }
 
 
-# Tuned only when named: a run recorded at the default threshold holds no follow-up round to serve, so every
-# trial above it would be a replay miss. Name it when the train run was recorded with a higher threshold.
-OPT_IN_PARAMETERS: frozenset[str] = frozenset({"calibrated_more_search", "calibrated_generated"})
+# Tuned only when named. calibrated_more_search: a run recorded at the default threshold holds no follow-up round
+# to serve, so every trial above it would be a replay miss; name it when the train run was recorded with a higher
+# threshold. calibrated_generated and calibrated_stated change nothing unless some pathway generated its letter.
+OPT_IN_PARAMETERS: frozenset[str] = frozenset({"calibrated_more_search", "calibrated_generated", "calibrated_stated"})
 
 
 def parse_params(raw: str | None) -> list[str]:
@@ -223,9 +240,9 @@ def _paper_trial(params: Sequence[str]) -> dict[str, object]:
     return trial
 
 
-def _objective(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> Callable[[optuna.Trial], float]:
-    base = Thresholds()
-
+def _objective(
+    rescorer: Rescorer, params: Sequence[str], train: set[str], base: Thresholds
+) -> Callable[[optuna.Trial], float]:
     def objective(trial: optuna.Trial) -> float:
         values: dict[str, object] = {}
         for name in params:
@@ -238,6 +255,15 @@ def _objective(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> Ca
         return score.objective
 
     return objective
+
+
+def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> Thresholds:
+    """The thresholds every trial starts from: the paper's, plus what is fitted rather than searched. With
+    `letter_prior` tuned, that is each pathway's letter prior, from the train ids' records only."""
+    if "letter_prior" not in params:
+        return Thresholds()
+    bundles = [item.decision.bundle for item in rescorer.items if item.question_id in train and not item.static]
+    return Thresholds(letter_priors=fit_letter_priors(bundles))
 
 
 def _sqlite_connector(path: str) -> Callable[[], sqlite3.Connection]:
@@ -321,16 +347,17 @@ def tune(
         raise UsageError(f"study {study_name!r} was started with other train ids or settings; use another --study-name")
     if not study.trials:
         study.enqueue_trial(_paper_trial(settings.params))  # the paper's defaults are always trial 0
+    base = fitted_base(rescorer, settings.params, train)
     started = time.perf_counter()
     if n_trials:
-        study.optimize(_objective(rescorer, settings.params, train), n_trials=n_trials, timeout=timeout)
+        study.optimize(_objective(rescorer, settings.params, train, base), n_trials=n_trials, timeout=timeout)
     seconds = time.perf_counter() - started
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise UsageError(f"study {study_name!r} has no finished trial yet; run with --trials > 0")
     best = study.best_trial
     paper = Thresholds()
-    thresholds = thresholds_of_params(best.params, paper)
+    thresholds = thresholds_of_params(best.params, base)
     unanimity = None
     if "unanimity_fast_path" in settings.params:
         thresholds, unanimity = _settle_fast_path(rescorer, thresholds, train)

@@ -8,11 +8,12 @@ evidence gathering, parsing, rendering for prompts) and may change without notic
 
 # What the command line and the optimizers use beyond the programs: the input budget, the run context a stage
 # needs outside CLEAR (live replay), the option-set check, the prompt text of a question (teacher traces), and
-# the calibrated verifier (replay recomputes it under the thresholds being tuned).
+# the calibrated verifier (replay recomputes it under the thresholds being tuned), and the letter-prior fit (tuning).
 from clearmed.programs._answers import answer_format, format_options, parse_letters
 from clearmed.programs._calibrated import calibrated_verify
 from clearmed.programs._formatting import format_passages, render_question
 from clearmed.programs._input_budget import over_budget
+from clearmed.programs._letter_prior import fit_letter_priors
 from clearmed.programs._run_context import Ledger, RunContext, activate
 from clearmed.programs._task_adapters import gate_accepts
 from clearmed.programs._verdict_rules import normalise_decision

@@ -15,8 +15,10 @@ fits by replay, with no LM call: replay recomputes this verifier from the record
 A pathway that generated its letter instead of scoring (a hosted model without log-probabilities, or a scoring
 pass that failed) is left out of the pool unless `calibrated_generated_probability` is set: its letter then
 stands for that probability, the rest spread evenly over the other options (`generated_distribution`). The
-pathway signatures ask for no stated confidence, so this one tuned number is what a generated letter is worth;
-`clearmed tune --params calibrated_generated` fits it by replay on runs recorded with it set.
+one tuned number is what a generated letter is worth; `clearmed tune --params calibrated_generated` fits it by
+replay on runs recorded with it set. With `[program] stated_confidence` the pathways also state how likely their
+letter is right, and that number, shrunk towards chance by `calibrated_stated_weight` (`--params
+calibrated_stated`), stands for the letter instead (`generated_probability`).
 
 needs_more_search: when the pooled probability of the choice is below `calibrated_more_search_below`, the
 verifier asks for one targeted follow-up search, and the live program re-scores the dynamic pathway on its
@@ -60,6 +62,7 @@ __all__ = [
     "calibrated_verify",
     "confidence_label",
     "generated_distribution",
+    "generated_probability",
     "pool",
     "pooled_route",
     "rescorable",
@@ -67,6 +70,7 @@ __all__ = [
 ]
 
 _FLOOR = 1e-6  # a zero probability would veto an option outright
+_CEILING = 0.99  # nor may a stated "1.0" veto every other option
 
 
 def pool(
@@ -148,6 +152,17 @@ def generated_distribution(letters: tuple[str, ...], options: list[str], probabi
     return {option: probability if option == letters[0] else rest for option in options}
 
 
+def generated_probability(candidate: Candidate, n_options: int, thresholds: Thresholds) -> float:
+    """What a generated letter is worth in the pool: its stated confidence, shrunk towards chance by
+    `calibrated_stated_weight` (small models state 0.9 for nearly everything), or, with none stated,
+    `calibrated_generated_probability` (0: the pathway is left out)."""
+    if candidate.stated_confidence is None or n_options < 2:
+        return thresholds.calibrated_generated_probability
+    chance = 1.0 / n_options
+    shrunk = chance + thresholds.calibrated_stated_weight * (candidate.stated_confidence - chance)
+    return min(max(shrunk, chance), _CEILING)
+
+
 def rescorable(bundle: EvidenceBundle) -> bool:
     """Whether a follow-up round can re-score the dynamic pathway: a single-answer MCQ whose dynamic candidate
     answered by scoring its options. A judged, generated or failed dynamic candidate has no distribution to
@@ -189,10 +204,10 @@ def calibrated_verify(
         answers[candidate.pathway] = candidate.answer.letters if candidate.answer is not None else None
         if candidate.option_scores is not None and candidate.answer is not None:
             distributions[candidate.pathway] = candidate.option_scores.probs
-        elif candidate.answer is not None and thresholds.calibrated_generated_probability > 0.0:
-            generated = generated_distribution(
-                candidate.answer.letters, list(question.options or {}), thresholds.calibrated_generated_probability
-            )
+        elif candidate.answer is not None:
+            options = list(question.options or {})
+            probability = generated_probability(candidate, len(options), thresholds)
+            generated = generated_distribution(candidate.answer.letters, options, probability) if probability else {}
             if generated:
                 distributions[candidate.pathway] = generated
     if not distributions:

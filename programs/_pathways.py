@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import dspy
 
-from clearmed.programs._answers import answer_format, format_options
+from clearmed.programs._answers import answer_format, format_options, parse_stated_confidence
 from clearmed.programs._evidence_search import evidence_failure, reid, search_web
 from clearmed.programs._formatting import format_passages, render_question, top_options
 from clearmed.programs._judge import OptionWiseJudge
@@ -31,7 +31,7 @@ from clearmed.programs._web_query import WebQueryWriter
 from clearmed.programs.settings import Stage
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.query import build_query
-from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
+from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge, with_stated_confidence
 from clearmed.signatures.records import (
     Answer,
     Candidate,
@@ -58,6 +58,7 @@ def _candidate_from(
         return Candidate(pathway=pathway, error=result.error, model=lm_name(context_lm), **extra)  # type: ignore[arg-type]
     raw = result.prediction.answer
     answer, error = resolve_answer(gate, question, raw, stage)
+    stated = result.prediction.get("confidence")  # present only when the generator asked for it
     return Candidate(
         pathway=pathway,
         answer=answer,
@@ -66,8 +67,22 @@ def _candidate_from(
         cited_passage_ids=[str(c) for c in cited],
         model=lm_name(context_lm),
         error=error,
+        stated_confidence_raw=None if stated is None else str(stated),
+        stated_confidence=parse_stated_confidence(stated),
         **extra,  # type: ignore[arg-type]
     )
+
+
+def generator(predictor: dspy.Predict, question: Question) -> dspy.Predict:
+    """The predictor a pathway generates its answer with: its own, or, with `[program] stated_confidence` on a
+    single-answer MCQ, a copy that also asks for a stated confidence. The copy keeps the predictor's compiled
+    instructions and demos (demos without a confidence are shown as such), and optimizers still tune the one
+    predictor the program owns."""
+    if not (current().settings.stated_confidence and question.is_mcq and question.answer_mode == "single"):
+        return predictor
+    asking = predictor.deepcopy()
+    asking.signature = with_stated_confidence(predictor.signature)
+    return asking
 
 
 class ParametricPathway(dspy.Module):
@@ -87,7 +102,7 @@ class ParametricPathway(dspy.Module):
         scores = run_scored_stage("parametric", self.answer, question, **inputs)
         if scores is not None:
             return PathwayResult(candidate=_scored_candidate("parametric", scores, "parametric"))
-        result = run_stage("parametric", self.answer, **inputs)
+        result = run_stage("parametric", generator(self.answer, question), **inputs)
         return PathwayResult(candidate=_candidate_from("parametric", result, question, self.gate, "parametric"))
 
 
@@ -130,7 +145,7 @@ class EvidenceAnswerer(dspy.Module):
         scores = run_scored_stage(stage, self.answer, question, **inputs)
         if scores is not None:
             return _scored_candidate(pathway, scores, stage, **extra)
-        result = run_stage(stage, self.answer, **inputs)
+        result = run_stage(stage, generator(self.answer, question), **inputs)
         cited = (result.prediction.cited_ids or []) if result.prediction is not None else []
         return _candidate_from(pathway, result, question, gate, stage, cited, **extra)
 

@@ -13,6 +13,12 @@ from typing import Literal, Protocol
 
 from clearmed.programs._agreement import letter_agreement
 from clearmed.programs._calibrated import rescored_candidate
+from clearmed.programs._letter_prior import (
+    corrected_bundle,
+    corrected_candidate,
+    correction_outcome,
+    uncorrected_candidates,
+)
 from clearmed.programs._quality_gate import effective_quality
 from clearmed.programs.rules import (
     answer_for_route,
@@ -101,28 +107,32 @@ class Adjudicated:
     verifier_outputs: list[VerifierOutput] = field(default_factory=list)
 
 
-def _with_round(bundle: EvidenceBundle, round_: FollowUpRound) -> EvidenceBundle:
+def _with_round(bundle: EvidenceBundle, round_: FollowUpRound, thresholds: Thresholds) -> EvidenceBundle:
     """B' = Merge(B, E_follow, P_follow, S_follow). A round that re-scored the dynamic pathway also replaces the
-    dynamic candidate by the re-scored one, and keeps the candidate it replaced on the round (`before_followups`
-    puts it back)."""
+    dynamic candidate by the re-scored one (letter-prior corrected like the initial candidates), and keeps the
+    candidate it replaced on the round (`before_followups` puts it back)."""
     if round_.rescored is None:
         return bundle.model_copy(update={"followups": [*bundle.followups, round_]})
     original = bundle.candidate("dynamic")
     merged = round_.model_copy(update={"replaced": original})
-    candidates = [rescored_candidate(original, merged) if c.pathway == "dynamic" else c for c in bundle.candidates]
+    rescored = corrected_candidate(
+        rescored_candidate(original.model_copy(update={"uncorrected": None}), merged), thresholds
+    )
+    candidates = [rescored if c.pathway == "dynamic" else c for c in bundle.candidates]
     return bundle.model_copy(update={"candidates": candidates, "followups": [*bundle.followups, merged]})
 
 
 def before_followups(bundle: EvidenceBundle, agreement: Agreement) -> tuple[EvidenceBundle, Agreement]:
     """The bundle and agreement adjudication started from, given those it ended with (a stored Decision's): no
-    follow-up round, and the dynamic candidate a re-scoring round replaced put back. That agreement is recomputed
-    from letter sets, which is how it was made: only single-answer MCQs are re-scored."""
+    follow-up round, the dynamic candidate a re-scoring round replaced put back, and every candidate as its
+    pathway scored it (before any letter-prior correction). That agreement is then recomputed from letter sets,
+    which is how it was made: only single-answer MCQs are re-scored or corrected."""
     replaced = next((r.replaced for r in bundle.followups if r.replaced is not None), None)
     initial = bundle.model_copy(update={"followups": []})
-    if replaced is None:
+    if replaced is None and all(c.uncorrected is None for c in bundle.candidates):
         return initial, agreement
-    candidates = [replaced if c.pathway == "dynamic" else c for c in bundle.candidates]
-    initial = initial.model_copy(update={"candidates": candidates})
+    candidates = [replaced if c.pathway == "dynamic" and replaced is not None else c for c in bundle.candidates]
+    initial = initial.model_copy(update={"candidates": uncorrected_candidates(candidates)})
     return initial, letter_agreement(initial)
 
 
@@ -172,6 +182,16 @@ def adjudicate(
 
     steps: list[AdjudicationStep] = []
     outputs: list[VerifierOutput] = []
+    corrected = corrected_bundle(bundle, thresholds)
+    if corrected is not bundle:  # every rule below reads the corrected answers (programs._letter_prior)
+        bundle, agreement = corrected, letter_agreement(corrected)
+        steps.append(
+            AdjudicationStep(
+                mechanism="calibration",
+                rule="letter_prior_corrected",
+                outcome=correction_outcome(bundle, thresholds.letter_prior_strength),
+            )
+        )
     if not answered(bundle):
         return Adjudicated(
             None, None, "no pathway produced an answer", "low", "no_pathway_answered", bundle, agreement, steps
@@ -228,7 +248,7 @@ def adjudicate(
     output, rule = verify("initial bundle")
     while output.route == NEEDS_MORE_SEARCH:
         if mechanisms.followup and may_follow_up(rounds, thresholds):
-            bundle = _with_round(bundle, actions.follow_up(bundle, "needs_more_search"))
+            bundle = _with_round(bundle, actions.follow_up(bundle, "needs_more_search"), thresholds)
             round_ = bundle.followups[-1]
             if round_.rescored is not None:  # a new dynamic answer: every rule from here on compares it
                 agreement = letter_agreement(bundle)
@@ -361,7 +381,7 @@ def _run_guard(
         )
     if mechanisms.followup:
         round_ = actions.follow_up(bundle, "guard")
-        bundle = _with_round(bundle, round_)
+        bundle = _with_round(bundle, round_, thresholds)
         steps.append(_followup_step(round_, "override guard"))
         if not followup_found_evidence(round_):
             why = (
@@ -444,7 +464,7 @@ def _run_audit(
         )
     if mechanisms.followup:
         round_ = actions.follow_up(bundle, "audit")
-        bundle = _with_round(bundle, round_)
+        bundle = _with_round(bundle, round_, thresholds)
         steps.append(_followup_step(round_, "challenge audit"))
     quality = quality_of(bundle)
     if not audit_has_evidence(quality, thresholds):

@@ -68,6 +68,11 @@ class ProgramSettings(Record):
         description="score: read each MCQ pathway's option probabilities from the next-token distribution of its "
         "own prompt in one forward pass (backbones with log-probabilities; others generate)",
     )
+    stated_confidence: bool = Field(
+        default=False,
+        description="a single-answer MCQ pathway that generates its letter (no log-probabilities, or mcq_decoding = "
+        "'generate') also states how likely it is right (0 to 1); the calibrated verifier pools that number",
+    )
     score_prompt: Literal["chat", "plain"] = Field(
         default="chat",
         description="the prompt a scored MCQ step is read from: chat, DSPy's ChatAdapter format (field markers, "

@@ -36,6 +36,15 @@ ANSWER_DESC = (
     "the letters separated by commas (for example: A, C). For free text: a short direct answer."
 )
 
+STATED_CONFIDENCE_DESC = "how likely your answer is to be correct: a number from 0 to 1 (for example: 0.7)"
+
+
+def with_stated_confidence(signature: type[dspy.Signature]) -> type[dspy.Signature]:
+    """A pathway answer signature that also asks for a stated confidence (`[program] stated_confidence`), for
+    backbones whose option probabilities cannot be read: the calibrated verifier pools the stated number instead.
+    Appended last, after the answer and rationale, so an output cut short still carries the answer."""
+    return signature.append("confidence", dspy.OutputField(desc=STATED_CONFIDENCE_DESC), type_=str)
+
 
 class AnswerFromKnowledge(dspy.Signature):
     """Answer the medical question from your own medical knowledge, without any external documents."""

@@ -1,7 +1,7 @@
 """What a CLEAR run's recorded pathways were worth, with zero LM calls.
 
 For MCQ runs: each pathway's own accuracy (as it first answered: a dynamic answer re-scored on follow-up
-evidence counts for the program, not for the pathway), the deterministic verifier's accuracy over the same candidates
+evidence, or any answer the letter-prior correction changed, counts for the program, not for the pathway), the deterministic verifier's accuracy over the same candidates
 (the CLEAR code's fallback order: what `verifier_mode = "heuristic"` would route, before guard and audit),
 and the oracle: some pathway was right. The gap between the program's accuracy and these numbers says
 whether adjudication, not evidence, is the bottleneck.
@@ -70,7 +70,8 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
     routes: dict[str, list[tuple[bool, dict[str, bool]]]] = {}
     for decision in usable:
         assert decision.agreement is not None
-        # The pathways as they answered, before a follow-up round re-scored the dynamic one.
+        # The pathways as they answered, before a follow-up round re-scored the dynamic one or a letter prior was
+        # divided out.
         bundle, agreement = before_followups(decision.bundle, decision.agreement)
         question = bundle.question
         right: dict[str, bool] = {p: score_mcq(question, bundle.candidate(p).answer).correct for p in PATHWAYS}

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from clearmed.signatures.records.base import Confidence, DomainTier, Record
+from clearmed.signatures.records.base import Confidence, DomainTier, PathwayName, Record
 from clearmed.signatures.records.candidates import Agreement, EvidenceBundle, VerifierOutput
 from clearmed.signatures.records.question import Answer
 from clearmed.signatures.records.routes import Route, RuleId
@@ -47,7 +47,16 @@ class AuditAssessment(Record):
 
 
 Mechanism = Literal[
-    "pathways", "agreement", "verifier", "guard", "audit", "followup", "format_gate", "response", "fallback"
+    "pathways",
+    "calibration",
+    "agreement",
+    "verifier",
+    "guard",
+    "audit",
+    "followup",
+    "format_gate",
+    "response",
+    "fallback",
 ]
 
 
@@ -109,6 +118,24 @@ class Thresholds(Record):
     # or a scoring pass that failed) enters the pool with this probability on its letter and the rest spread
     # evenly over the other options; 0 leaves such a pathway out of the pool, as before.
     calibrated_generated_probability: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # A generated letter with a stated confidence c (`[program] stated_confidence`) enters the pool at
+    # chance + weight * (c - chance), at least chance: 1 takes the model at its word, 0 ignores what it stated.
+    calibrated_stated_weight: float = Field(default=1.0, ge=0.0, le=1.0)
+    # The backbone's letter prior per pathway (its mean scored distribution over train questions, by option letter;
+    # `clearmed tune --params letter_prior` fits it from the train run) and how strongly adjudication divides it out
+    # of each scored distribution, p'(o) ~ p(o) / prior(o)^strength, before any rule reads the candidates
+    # (programs._letter_prior). 0: the distributions as scored, as before.
+    letter_prior_strength: float = Field(default=0.0, ge=0.0, le=3.0)
+    letter_priors: dict[PathwayName, dict[str, float]] = Field(default_factory=dict)
+
+    @field_validator("letter_priors")
+    @classmethod
+    def _positive_priors(cls, value: dict[PathwayName, dict[str, float]]) -> dict[PathwayName, dict[str, float]]:
+        for pathway, prior in value.items():
+            bad = [letter for letter, p in prior.items() if not (p > 0.0 and p < float("inf"))]
+            if bad:
+                raise ValueError(f"letter_priors.{pathway}.{bad[0]} must be a positive probability")
+        return value
 
     @property
     def quality_gate_on(self) -> bool:

@@ -50,6 +50,10 @@ class Candidate(Record):
     search_plan: SearchPlan | None = None
     # Set when the answer was scored rather than generated (`[program] mcq_decoding = "score"`).
     option_scores: OptionScores | None = None
+    # A generated answer's stated confidence (`[program] stated_confidence`): what the model wrote, and the
+    # probability read from it (None when it wrote no number from 0 to 1, or 0 to 100 percent).
+    stated_confidence_raw: str | None = None
+    stated_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     # How the web query was made when the question itself was too long or not wanted: "lm" (the query writer)
     # or "salient" (key terms), and the question's length when it was replaced or cut.
     query_source: Literal["question", "lm", "salient"] = "question"
@@ -57,6 +61,9 @@ class Candidate(Record):
     # A written query longer than the backend accepts (max_query_chars) is cut at a word boundary before it is
     # sent, never sent to fail: its length before the cut.
     query_cut_chars: int | None = None
+    # The candidate as its pathway scored it, when adjudication corrected its distribution for the backbone's letter
+    # prior ([thresholds] letter_prior_strength): replay starts from it. None when no correction was applied.
+    uncorrected: Candidate | None = None
 
 
 class FollowUpRound(Record):

@@ -110,6 +110,8 @@ RuleId = Literal[
     "heuristic_nothing_answered",
     "followup_bound_reached",
     "route_not_backed",
+    # the pathways' distributions corrected for the backbone's letter prior (a step, never the deciding rule)
+    "letter_prior_corrected",
     # the override guard
     "guard_rejected_low_confidence",
     "guard_rejected_few_high_quality",

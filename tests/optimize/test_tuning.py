@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,9 +13,10 @@ from clearmed.errors import UsageError
 from clearmed.optimize.artifacts import load_artifact
 from clearmed.optimize.rescore import DecisionCost, LiveSession, Rescorer, load_items
 from clearmed.optimize.splits import UsedIds, read_id_file, refuse_seen_as_test, split_ids
-from clearmed.optimize.tuning import TuneSettings, parse_params, thresholds_of_params, tune
-from clearmed.signatures.records import Thresholds
+from clearmed.optimize.tuning import TuneSettings, fitted_base, parse_params, thresholds_of_params, tune
+from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, OptionScores, Thresholds
 from clearmed.synthetic_run import synthetic_program
+from clearmed.testing import QUESTION
 
 GATES_ONLY = [
     Thresholds(guard_min_high=3),
@@ -262,3 +264,21 @@ def test_the_follow_up_threshold_is_tuned_only_when_named() -> None:
     assert "calibrated_more_search" not in parse_params(None)
     assert "calibrated_weights" in parse_params(None)
     assert parse_params("calibrated_weights,calibrated_more_search") == ["calibrated_weights", "calibrated_more_search"]
+
+
+def test_letter_priors_are_fitted_on_the_train_ids_only_and_the_strength_is_searched() -> None:
+    def item(question_id: str, probs: dict[str, float]) -> SimpleNamespace:
+        scores = OptionScores(probs=probs, letters=(max(probs, key=probs.__getitem__),))
+        candidate = Candidate(pathway="local", answer=Answer(letters=scores.letters), option_scores=scores)
+        bundle = EvidenceBundle(question=QUESTION, candidates=[candidate])
+        return SimpleNamespace(question_id=question_id, static=False, decision=SimpleNamespace(bundle=bundle))
+
+    train = [item(f"t{i}", {"A": 0.7, "B": 0.1, "C": 0.1, "D": 0.1}) for i in range(20)]
+    held_out = [item(f"h{i}", {"A": 0.1, "B": 0.1, "C": 0.1, "D": 0.7}) for i in range(50)]
+    rescorer = SimpleNamespace(items=[*train, *held_out])
+    base = fitted_base(rescorer, ["letter_prior"], {f"t{i}" for i in range(20)})  # type: ignore[arg-type]
+    assert base.letter_priors == {"local": pytest.approx({"A": 0.7, "B": 0.1, "C": 0.1, "D": 0.1})}
+    assert base.letter_prior_strength == 0.0  # the strength is the study's to find
+    assert fitted_base(rescorer, ["calibrated_weights"], {"t0"}) == Thresholds()  # type: ignore[arg-type]
+    assert "letter_prior" in parse_params(None)
+    assert thresholds_of_params({"letter_prior_strength": 0.8}, base).letter_priors == base.letter_priors
