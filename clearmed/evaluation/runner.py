@@ -8,6 +8,7 @@ the questions it started with; finished questions are never recomputed. Question
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -92,6 +93,35 @@ class _Running:
             return f"acc {accuracy} ({self.correct}/{self.scored})  {per_q}"
 
 
+def _extends(snapshot: object, current: object, non_default: object) -> bool:
+    """Whether `current` (a config dump) is `snapshot` plus keys the snapshot's schema lacked, each at its default
+    (absent from `non_default`, the same dump without defaults)."""
+    if not isinstance(snapshot, dict) or not isinstance(current, dict):
+        return snapshot == current
+    if set(snapshot) - set(current):
+        return False  # a setting this version no longer has: not provably the same run
+    non_default = non_default if isinstance(non_default, dict) else {}
+    return all(
+        _extends(snapshot[key], value, non_default.get(key)) if key in snapshot else key not in non_default
+        for key, value in current.items()
+    )
+
+
+def _same_config_as_snapshot(store: RunStore, config: ClearmedConfig) -> bool:
+    """Whether the folder's config snapshot is this config as an older clearmed wrote it. A newer version that adds
+    settings changes the digest of an unchanged config, so digests alone would refuse to resume every earlier run;
+    settings the snapshot lacks count as the same when they are at their defaults."""
+    try:
+        snapshot = json.loads((store.directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    excluded = {"source", "run"}
+    current = json.loads(config.model_dump_json(exclude_none=True, exclude=excluded))
+    non_default = json.loads(config.model_dump_json(exclude_none=True, exclude_defaults=True, exclude=excluded))
+    snapshot = {key: value for key, value in snapshot.items() if key not in excluded}
+    return _extends(snapshot, current, non_default)
+
+
 def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunManifest:
     """Create the manifest, or check that an existing folder is the same run and may be resumed."""
     digest = config_digest(config)
@@ -120,7 +150,7 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
         for name, old, new in (
             ("program", existing.program, spec.program),
             ("benchmark", existing.benchmark, spec.benchmark),
-            ("config", existing.config_digest, digest),
+            ("config", digest if _same_config_as_snapshot(store, config) else existing.config_digest, digest),
             ("program artifact", existing.artifact, spec.artifact),
         )
         if old != new

@@ -94,6 +94,24 @@ def test_a_different_run_in_the_same_folder_is_refused(tmp_path: Path) -> None:
         run_evaluation(spec(tmp_path / "run", name="direct"), CONFIG, program(), show_progress=False)
 
 
+def test_a_run_recorded_before_a_setting_existed_resumes_while_that_setting_is_at_its_default(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=2)
+    # what an older clearmed wrote: the snapshot and digest of a schema without `stated_confidence`
+    snapshot = json.loads((run_dir / "config.json").read_text())
+    del snapshot["program"]["stated_confidence"]
+    (run_dir / "config.json").write_text(json.dumps(snapshot))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["config_digest"] = "0123456789abcdef"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    records = run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)
+    assert len(records) == 6
+    # a setting that does differ is still a different run
+    changed = CONFIG.model_copy(update={"program": CONFIG.program.model_copy(update={"stated_confidence": True})})
+    with pytest.raises(RunStoreError, match="different run"):
+        run_evaluation(spec(run_dir), changed, program(), show_progress=False)
+
+
 def test_a_program_that_raises_is_recorded_as_failed(tmp_path: Path) -> None:
     class Exploding:
         def __call__(self, question: Question):
