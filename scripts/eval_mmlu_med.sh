@@ -17,7 +17,10 @@ eval_on() {  # program, id file, run folder, extra args
   clearmed eval --program "$1" --benchmark mmlu-medical --source shared -c embedded-shared --ids "$2" \
     --run-dir "$3" "${@:4}" || echo "FAILED $1 on $2" >&2
 }
-eval_on clear "$R/train-ids.txt" "$R/clear-train"
+# A run folder keeps the question list it was created with, so the train run is named by its size: a larger TRAIN_N
+# is a new folder, and the questions an earlier, smaller run answered come from the cache.
+TRAIN_RUN="$R/clear-train-n$(wc -l < "$R/train-ids.txt" | tr -d ' ')"
+eval_on clear "$R/train-ids.txt" "$TRAIN_RUN"
 eval_on clear "$R/test-ids.txt" "$R/clear-test"
 # the baselines on the test ids CLEAR answered (all of them once its run is complete)
 python -c "import json,sys; [print(json.loads(l)['question_id']) for l in open(sys.argv[1])]" "$R/clear-test/results.jsonl" \
@@ -27,7 +30,7 @@ for program in direct medrag clear-heuristic; do
 done
 # the calibrated verifier's weights and the pathways' letter priors (fitted on the train run, the strength searched),
 # scored on the held-out ids by replay
-clearmed tune --run "$R/clear-train" --run "$R/clear-test" --params calibrated_weights,letter_prior --trials 300 \
+clearmed tune --run "$TRAIN_RUN" --run "$R/clear-test" --params calibrated_weights,letter_prior --trials 300 \
   --train-ids "$R/train-ids.txt" --test-ids "$R/test-answered-ids.txt" --out "$R/tuned"
 # the tuned program, live, on the same test ids (its pathway passes come from the cache)
 eval_on clear "$R/test-answered-ids.txt" "$R/clear-tuned-test" --program-artifact "$R/tuned"
