@@ -281,6 +281,12 @@ AUDIT_ALL_TRUE = {
 }
 
 
+# The toy program with scored pathways and the calibrated verifier (scores come from `build_toy_program(scores=...)`).
+SCORED_CALIBRATED = ProgramSettings(
+    json_fallback=False, parallel_pathways="off", mcq_decoding="score", verifier_mode="calibrated"
+)
+
+
 def build_toy_program(
     script: dict[str, ScriptValue],
     *,

@@ -75,33 +75,26 @@ def _calibrated_weights(trial: optuna.Trial) -> dict[str, object]:
     }
 
 
-def _calibrated_more_search(trial: optuna.Trial) -> dict[str, object]:
-    # Not in `calibrated_weights`: a weight trial is pure arithmetic over recorded distributions, but this threshold
-    # opens a follow-up search and a re-scoring of the dynamic pathway, which replay serves only where the recorded
-    # run asked too: up to the threshold it was recorded with (under its weights). Above it a trial misses
-    # (`--on-miss`, or `--live` to ask the model). Record with a high threshold and tune this group below it.
-    name = "calibrated_more_search_below"
-    return {name: trial.suggest_float(name, 0.0, 1.0)}
+def _float(name: str, low: float, high: float, default: float) -> _Param:
+    return _Param(lambda trial: {name: trial.suggest_float(name, low, high)}, {name: default})
 
 
-def _calibrated_generated(trial: optuna.Trial) -> dict[str, object]:
-    # Opt-in, for runs where some pathways generated their letter (a backbone without log-probabilities): the
-    # probability such a letter stands for in the pool. Pure arithmetic over the records, like the weights.
-    name = "calibrated_generated_probability"
-    return {name: trial.suggest_float(name, 0.25, 0.95)}
-
-
-def _calibrated_stated(trial: optuna.Trial) -> dict[str, object]:
-    # Opt-in, for runs recorded with `[program] stated_confidence`: how far a stated confidence is trusted.
-    name = "calibrated_stated_weight"
-    return {name: trial.suggest_float(name, 0.0, 1.0)}
-
-
-def _letter_prior(trial: optuna.Trial) -> dict[str, object]:
-    # How strongly the pathways' letter priors (fitted on the train run before the study, `fit_letter_priors`)
-    # are divided out of their scored distributions. Pure arithmetic over the records, like the weights.
-    name = "letter_prior_strength"
-    return {name: trial.suggest_float(name, 0.0, 1.5)}
+# Single-number groups, each pure arithmetic over the recorded distributions except the first:
+# - calibrated_more_search: not in `calibrated_weights`, because this threshold opens a follow-up search and a
+#   re-scoring of the dynamic pathway, which replay serves only where the recorded run asked too: up to the threshold
+#   it was recorded with (under its weights). Above it a trial misses (`--on-miss`, or `--live` to ask the model).
+#   Record with a high threshold and tune this group below it.
+# - calibrated_generated: for runs where some pathways generated their letter (a backbone without
+#   log-probabilities), the probability such a letter stands for in the pool.
+# - calibrated_stated: for runs recorded with `[program] stated_confidence`, how far a stated confidence is trusted.
+# - letter_prior: how strongly the pathways' letter priors (fitted on the train run before the study,
+#   `fitted_base`) are divided out of their scored distributions.
+_SINGLE_NUMBER_GROUPS = {
+    "calibrated_more_search": _float("calibrated_more_search_below", 0.0, 1.0, 0.0),
+    "calibrated_generated": _float("calibrated_generated_probability", 0.25, 0.95, 0.0),
+    "calibrated_stated": _float("calibrated_stated_weight", 0.0, 1.0, 1.0),
+    "letter_prior": _float("letter_prior_strength", 0.0, 1.5, 0.0),
+}
 
 
 CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
@@ -126,10 +119,7 @@ PARAMETERS: dict[str, _Param] = {
             "calibrated_high_weight": 0.0,
         },
     ),
-    "calibrated_more_search": _Param(_calibrated_more_search, {"calibrated_more_search_below": 0.0}),
-    "calibrated_generated": _Param(_calibrated_generated, {"calibrated_generated_probability": 0.0}),
-    "calibrated_stated": _Param(_calibrated_stated, {"calibrated_stated_weight": 1.0}),
-    "letter_prior": _Param(_letter_prior, {"letter_prior_strength": 0.0}),
+    **_SINGLE_NUMBER_GROUPS,
 }
 
 

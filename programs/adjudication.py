@@ -2,7 +2,8 @@
 
 `adjudicate` is the whole control flow over typed records. Its side effects (LM judgements, searches) go
 through an `AdjudicationActions` object: the live program supplies LM-backed actions, and threshold tuning
-supplies actions replayed from a stored Decision, so both run exactly the same rules.
+supplies actions replayed from a stored Decision, so both run exactly the same rules. When the thresholds carry
+letter priors, it starts by dividing them out of the scored candidates (programs._letter_prior).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from clearmed.testing import (
     FOLLOWUP_WEB,
     GUARD_ALL_TRUE,
     QUESTION,
+    SCORED_CALIBRATED,
     WEB,
     ScriptedCall,
     ScriptedEngine,
@@ -26,9 +27,7 @@ from clearmed.testing import (
     label_all,
 )
 
-CALIBRATED = ProgramSettings(
-    json_fallback=False, parallel_pathways="off", mcq_decoding="score", verifier_mode="calibrated"
-)
+CALIBRATED = SCORED_CALIBRATED
 # Parametric leans A, local is sure of A, the web is sure of C: pooled, C wins with about 0.71.
 SCORES = {
     "parametric": {"A": 0.5, "B": 0.2, "C": 0.2, "D": 0.1},

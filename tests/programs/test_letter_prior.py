@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from clearmed.optimize.replay import ReplayMiss, replay_decision
-from clearmed.programs import ProgramSettings, fit_letter_priors
+from clearmed.programs import fit_letter_priors
 from clearmed.programs._letter_prior import corrected_bundle, corrected_candidate, corrected_scores
 from clearmed.programs.adjudication import before_followups
 from clearmed.signatures.records import (
@@ -19,11 +19,9 @@ from clearmed.signatures.records import (
     Question,
     Thresholds,
 )
-from clearmed.testing import QUESTION, build_toy_program, label_all
+from clearmed.testing import QUESTION, SCORED_CALIBRATED, build_toy_program, label_all
 
-CALIBRATED = ProgramSettings(
-    json_fallback=False, parallel_pathways="off", mcq_decoding="score", verifier_mode="calibrated"
-)
+CALIBRATED = SCORED_CALIBRATED
 SCORES = {
     "parametric": {"A": 0.5, "B": 0.2, "C": 0.2, "D": 0.1},
     "local_answer": {"A": 0.7, "B": 0.2, "C": 0.05, "D": 0.05},
