@@ -129,13 +129,14 @@ _NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(%?)\s*$")
 
 
 def parse_stated_confidence(raw: object) -> float | None:
-    """A pathway's stated confidence as a probability: "0.7", ".7", "70%" or "70" (read as a percentage) -> 0.7.
-    None for anything else (words, ranges, a number above 100): an unreadable confidence is recorded raw and
-    never guessed at."""
+    """A pathway's stated confidence as a probability: "0.7", ".7", "70%" or "70" (a whole number above 1 is read
+    as a percentage) -> 0.7. None for anything else (words, ranges, "1.5", a number above 100): an unreadable
+    confidence is recorded raw and never guessed at."""
     match = _NUMBER.match(str(raw)) if raw is not None else None
     if match is None:
         return None
-    value = float(match.group(1))
-    if match.group(2) or value > 1.0:
+    number, percent = match.groups()
+    value = float(number)
+    if percent or (value > 1.0 and "." not in number):
         value /= 100.0
     return value if 0.0 <= value <= 1.0 else None

@@ -14,7 +14,7 @@ fits by replay, with no LM call: replay recomputes this verifier from the record
 
 A pathway that generated its letter instead of scoring (a hosted model without log-probabilities, or a scoring
 pass that failed) is left out of the pool unless `calibrated_generated_probability` is set: its letter then
-stands for that probability, the rest spread evenly over the other options (`generated_distribution`). The
+stands for that probability, the rest spread evenly over the other options (`generated_distribution`). That
 one tuned number is what a generated letter is worth; `clearmed tune --params calibrated_generated` fits it by
 replay on runs recorded with it set. With `[program] stated_confidence` the pathways also state how likely their
 letter is right, and that number, shrunk towards chance by `calibrated_stated_weight` (`--params

@@ -40,7 +40,7 @@ def test_a_stated_number_or_percentage_is_read_as_a_probability(raw: str, value:
     assert parse_stated_confidence(raw) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("raw", ["high", "very sure", "0.6-0.8", "150", "-0.2", "", None, "70 %%"])
+@pytest.mark.parametrize("raw", ["high", "very sure", "0.6-0.8", "150", "1.5", "-0.2", "", None, "70 %%"])
 def test_anything_else_is_not_guessed_at(raw: str | None) -> None:
     assert parse_stated_confidence(raw) is None
 
