@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from clearmed.evaluation.pathway_worth import pathway_worth
 from clearmed.optimize.replay import ReplayMiss, replay_decision
 from clearmed.programs import fit_letter_priors
 from clearmed.programs._letter_prior import corrected_bundle, corrected_candidate, corrected_scores
@@ -143,6 +144,14 @@ def test_a_run_recorded_without_the_correction_replays_with_it() -> None:
     assert (corrected.answer, corrected.route, corrected.rule) == (live.answer, live.route, live.deciding_rule)
     assert corrected.bundle.candidates == live.bundle.candidates
     assert actions.misses == []
+
+
+def test_pathway_accuracy_counts_each_pathway_as_it_scored() -> None:
+    decision = run(CORRECTING)  # gold is A: the local pathway scored A, the correction made it B
+    worth = pathway_worth([decision])
+    assert worth is not None
+    assert worth.pathway_accuracy["local"] == 1.0
+    assert decision.letters == ("B",)  # the program's answer is the corrected consensus
 
 
 def test_a_rescored_dynamic_candidate_is_corrected_like_the_others() -> None:
