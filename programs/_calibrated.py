@@ -173,7 +173,8 @@ def rescorable(bundle: EvidenceBundle) -> bool:
 
 def rescored_candidate(original: Candidate, round_: FollowUpRound) -> Candidate:
     """The dynamic candidate after a round that re-scored it: its answer is the re-scored choice, and it saw the
-    round's pages too. Everything else (search, query, model) is the pathway's own."""
+    round's pages too. Everything else (search, query, model) is the pathway's own; a letter-prior correction of
+    the original does not carry over (the new distribution is corrected afresh, `corrected_candidate`)."""
     scores = round_.rescored
     assert scores is not None, "only a re-scored round replaces the dynamic candidate"
     return original.model_copy(
@@ -183,6 +184,7 @@ def rescored_candidate(original: Candidate, round_: FollowUpRound) -> Candidate:
             "raw_answer": ",".join(scores.letters),
             "passage_ids": [*original.passage_ids, *(p.id for p in round_.passages)],
             "option_scores": scores,
+            "uncorrected": None,
         }
     )
 

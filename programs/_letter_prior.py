@@ -53,28 +53,23 @@ def corrected_scores(scores: OptionScores, prior: Mapping[str, float], strength:
     return scores.model_copy(update={"probs": probs, "letters": (best,)})
 
 
-def _correctable(candidate: Candidate, thresholds: Thresholds) -> bool:
+def _single_answer_scores(candidate: Candidate) -> OptionScores | None:
+    """The distribution an answered candidate scored over its options (one answer); None for a generated, judged,
+    failed or multi-answer candidate: those have no letter distribution to correct or average."""
     scores = candidate.option_scores
-    return (
-        thresholds.letter_prior_strength > 0.0
-        and candidate.answer is not None
-        and scores is not None
-        and not scores.per_option
-        and bool(scores.probs)
-        and candidate.pathway in thresholds.letter_priors
-    )
+    if candidate.answer is None or scores is None or scores.per_option or not scores.probs:
+        return None
+    return scores
 
 
 def corrected_candidate(candidate: Candidate, thresholds: Thresholds) -> Candidate:
     """The candidate with its distribution corrected and its answer the corrected choice; unchanged when there is
     nothing to correct (strength 0, no prior for its pathway, a generated, judged or multi-answer candidate)."""
-    if not _correctable(candidate, thresholds):
+    scored = _single_answer_scores(candidate)
+    if scored is None or thresholds.letter_prior_strength <= 0.0 or candidate.pathway not in thresholds.letter_priors:
         return candidate
     original = candidate.model_copy(update={"uncorrected": None})
-    assert original.option_scores is not None
-    scores = corrected_scores(
-        original.option_scores, thresholds.letter_priors[candidate.pathway], thresholds.letter_prior_strength
-    )
+    scores = corrected_scores(scored, thresholds.letter_priors[candidate.pathway], thresholds.letter_prior_strength)
     return original.model_copy(
         update={
             "answer": Answer(letters=scores.letters),
@@ -126,8 +121,8 @@ def fit_letter_priors(
         if bundle.question.answer_mode != "single":
             continue
         for candidate in uncorrected_candidates(bundle.candidates):
-            scores = candidate.option_scores
-            if candidate.answer is None or scores is None or scores.per_option or not scores.probs:
+            scores = _single_answer_scores(candidate)
+            if scores is None:
                 continue
             questions[candidate.pathway] += 1
             for option, p in scores.probs.items():

@@ -116,9 +116,7 @@ def _with_round(bundle: EvidenceBundle, round_: FollowUpRound, thresholds: Thres
         return bundle.model_copy(update={"followups": [*bundle.followups, round_]})
     original = bundle.candidate("dynamic")
     merged = round_.model_copy(update={"replaced": original})
-    rescored = corrected_candidate(
-        rescored_candidate(original.model_copy(update={"uncorrected": None}), merged), thresholds
-    )
+    rescored = corrected_candidate(rescored_candidate(original, merged), thresholds)
     candidates = [rescored if c.pathway == "dynamic" else c for c in bundle.candidates]
     return bundle.model_copy(update={"candidates": candidates, "followups": [*bundle.followups, merged]})
 

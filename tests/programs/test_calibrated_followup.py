@@ -27,7 +27,6 @@ from clearmed.testing import (
     label_all,
 )
 
-CALIBRATED = SCORED_CALIBRATED
 # Parametric leans A, local is sure of A, the web is sure of C: pooled, C wins with about 0.71.
 SCORES = {
     "parametric": {"A": 0.5, "B": 0.2, "C": 0.2, "D": 0.1},
@@ -49,7 +48,7 @@ def run(
     followup: dict[str, float] | None = TO_A,
     *,
     thresholds: Thresholds = ASK,
-    settings: ProgramSettings = CALIBRATED,
+    settings: ProgramSettings = SCORED_CALIBRATED,
     script: dict | None = None,
     web: InMemoryWebSearch | None = None,
 ) -> tuple[Decision, ScriptedEngine]:
@@ -116,7 +115,7 @@ def test_no_follow_up_unless_the_threshold_asks_and_one_may_run(thresholds: Thre
 
 
 def test_with_follow_up_switched_off_the_verifier_decides_itself() -> None:
-    decision, _ = run(settings=CALIBRATED.model_copy(update={"enable_followup": False}))
+    decision, _ = run(settings=SCORED_CALIBRATED.model_copy(update={"enable_followup": False}))
     assert verifier_routes(decision) == ["accept_dynamic"]
     assert decision.bundle.followups == []
     assert not any(step.mechanism == "fallback" for step in decision.steps)
@@ -142,7 +141,7 @@ def test_a_follow_up_that_finds_nothing_new_rescores_nothing_and_is_not_repeated
     [ScoringError("the backbone dropped the request"), RuntimeError("prompt exceeds the context window")],
 )
 def test_a_rescoring_that_fails_leaves_the_original_distributions(failure: Exception) -> None:
-    program, engine, _ = build_toy_program(SCRIPT, settings=CALIBRATED, thresholds=ASK, scores=SCORES)
+    program, engine, _ = build_toy_program(SCRIPT, settings=SCORED_CALIBRATED, thresholds=ASK, scores=SCORES)
     score = engine.score_next_token
 
     def failing_on_follow_up(messages: Sequence[dict[str, str]], prefix: str, candidates: Sequence[str]):

@@ -22,7 +22,6 @@ from clearmed.signatures.records import (
 )
 from clearmed.testing import QUESTION, SCORED_CALIBRATED, build_toy_program, label_all
 
-CALIBRATED = SCORED_CALIBRATED
 SCORES = {
     "parametric": {"A": 0.5, "B": 0.2, "C": 0.2, "D": 0.1},
     "local_answer": {"A": 0.7, "B": 0.2, "C": 0.05, "D": 0.05},
@@ -45,7 +44,7 @@ def scored(pathway: str, probs: dict[str, float]) -> Candidate:
 
 def run(thresholds: Thresholds) -> Decision:
     program, _, _ = build_toy_program(
-        {"source_quality": label_all("medium")}, settings=CALIBRATED, thresholds=thresholds, scores=SCORES
+        {"source_quality": label_all("medium")}, settings=SCORED_CALIBRATED, thresholds=thresholds, scores=SCORES
     )
     decision = program(question=QUESTION).decision
     return Decision.model_validate_json(decision.model_dump_json())  # as read back from a run folder
@@ -162,7 +161,7 @@ def test_a_rescored_dynamic_candidate_is_corrected_like_the_others() -> None:
     )
     program, _, _ = build_toy_program(
         {"source_quality": label_all("medium"), "followup_query": {"query": "hypothyroidism TSH"}},
-        settings=CALIBRATED,
+        settings=SCORED_CALIBRATED,
         thresholds=thresholds,
         scores={**SCORES, "dynamic_followup": {"A": 0.2, "B": 0.6, "C": 0.1, "D": 0.1}},
     )
