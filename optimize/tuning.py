@@ -21,6 +21,7 @@ import optuna
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.errors import UsageError
+from clearmed.optimize.pool_fit import PooledWeights, weights_by_likelihood
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test
 from clearmed.programs import fit_letter_priors
@@ -120,13 +121,19 @@ PARAMETERS: dict[str, _Param] = {
         },
     ),
     **_SINGLE_NUMBER_GROUPS,
+    # The same four weights fitted by maximum likelihood on the train records before the study (`fitted_base`,
+    # `optimize.pool_fit`), not searched: nothing for a trial to suggest.
+    "calibrated_fit": _Param(lambda trial: {}, {}),
 }
 
 
 # Tuned only when named. calibrated_more_search: a run recorded at the default threshold holds no follow-up round
 # to serve, so every trial above it would be a replay miss; name it when the train run was recorded with a higher
 # threshold. calibrated_generated and calibrated_stated change nothing unless some pathway generated its letter.
-OPT_IN_PARAMETERS: frozenset[str] = frozenset({"calibrated_more_search", "calibrated_generated", "calibrated_stated"})
+# calibrated_fit replaces calibrated_weights' search by a fit of the same weights.
+OPT_IN_PARAMETERS: frozenset[str] = frozenset(
+    {"calibrated_more_search", "calibrated_generated", "calibrated_stated", "calibrated_fit"}
+)
 
 
 def parse_params(raw: str | None) -> list[str]:
@@ -139,6 +146,8 @@ def parse_params(raw: str | None) -> list[str]:
         raise UsageError(f"--params: unknown parameter {unknown[0]!r}; choose from {', '.join(PARAMETERS)}")
     if "tier_weights" in names and "quality_gate" not in names:
         raise UsageError("--params: tier_weights only matter with quality_gate; tune both")
+    if "calibrated_fit" in names and "calibrated_weights" in names:
+        raise UsageError("--params: calibrated_fit fits the weights calibrated_weights searches; name one of them")
     return [name for name in PARAMETERS if name in names]  # keep the dependency order
 
 
@@ -220,6 +229,7 @@ class TuneSummary(BaseModel):
     unanimity: UnanimityCheck | None
     train_ids: int
     held_out: HeldOut | None
+    pool_fit: PooledWeights | None = None
     thresholds: Thresholds
 
 
@@ -247,13 +257,35 @@ def _objective(
     return objective
 
 
-def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> Thresholds:
-    """The thresholds every trial starts from: the paper's, plus what is fitted rather than searched. With
-    `letter_prior` tuned, that is each pathway's letter prior, from the train ids' records only."""
-    if "letter_prior" not in params:
-        return Thresholds()
-    bundles = [item.decision.bundle for item in rescorer.items if item.question_id in train and not item.static]
-    return Thresholds(letter_priors=fit_letter_priors(bundles))
+MIN_POOL_FIT_QUESTIONS = 20  # as for a letter prior: fewer, and the fit mostly memorises their answers
+
+
+@dataclass(frozen=True)
+class FittedBase:
+    """The thresholds every trial starts from, and the pooling-weight fit among them (when tuned)."""
+
+    thresholds: Thresholds
+    pool_fit: PooledWeights | None = None
+
+
+def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> FittedBase:
+    """The paper's thresholds plus what is fitted rather than searched, from the train ids' records only: with
+    `letter_prior`, each pathway's letter prior; with `calibrated_fit`, the four pooling weights (fitted on the
+    distributions as scored: a letter-prior strength is then searched with those weights)."""
+    items = [item for item in rescorer.items if item.question_id in train and not item.static]
+    base = Thresholds()
+    if "letter_prior" in params:
+        base = base.model_copy(update={"letter_priors": fit_letter_priors(item.decision.bundle for item in items)})
+    pool_fit = None
+    if "calibrated_fit" in params:
+        pool_fit = weights_by_likelihood((item.decision for item in items), base)
+        if pool_fit.questions < MIN_POOL_FIT_QUESTIONS:
+            raise UsageError(
+                f"--params calibrated_fit: {pool_fit.questions} train questions have scored pathway distributions; "
+                f'the fit needs at least {MIN_POOL_FIT_QUESTIONS} (record the runs with mcq_decoding = "score")'
+            )
+        base = base.model_copy(update=pool_fit.weights)
+    return FittedBase(base, pool_fit)
 
 
 def _sqlite_connector(path: str) -> Callable[[], sqlite3.Connection]:
@@ -337,7 +369,8 @@ def tune(
         raise UsageError(f"study {study_name!r} was started with other train ids or settings; use another --study-name")
     if not study.trials:
         study.enqueue_trial(_paper_trial(settings.params))  # the paper's defaults are always trial 0
-    base = fitted_base(rescorer, settings.params, train)
+    fitted = fitted_base(rescorer, settings.params, train)
+    base = fitted.thresholds
     started = time.perf_counter()
     if n_trials:
         study.optimize(_objective(rescorer, settings.params, train, base), n_trials=n_trials, timeout=timeout)
@@ -376,6 +409,7 @@ def tune(
         unanimity=unanimity,
         train_ids=len(train),
         held_out=held_out,
+        pool_fit=fitted.pool_fit,
         thresholds=thresholds,
     )
 

@@ -8,9 +8,10 @@ evidence gathering, parsing, rendering for prompts) and may change without notic
 
 # What the command line and the optimizers use beyond the programs: the input budget, the run context a stage
 # needs outside CLEAR (live replay), the option-set check, the prompt text of a question (teacher traces), and
-# the calibrated verifier (replay recomputes it under the thresholds being tuned), and the letter-prior fit (tuning).
+# the calibrated verifier (replay recomputes it under the thresholds being tuned) with what it pools (the pooling
+# weights' fit), and the letter-prior fit (tuning).
 from clearmed.programs._answers import answer_format, format_options, parse_letters
-from clearmed.programs._calibrated import calibrated_verify
+from clearmed.programs._calibrated import POOL_FLOOR, calibrated_verify, high_quality_share, pool_inputs
 from clearmed.programs._formatting import format_passages, render_question
 from clearmed.programs._input_budget import over_budget
 from clearmed.programs._letter_prior import fit_letter_priors

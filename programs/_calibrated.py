@@ -63,13 +63,15 @@ __all__ = [
     "confidence_label",
     "generated_distribution",
     "generated_probability",
+    "high_quality_share",
     "pool",
+    "pool_inputs",
     "pooled_route",
     "rescorable",
     "rescored_candidate",
 ]
 
-_FLOOR = 1e-6  # a zero probability would veto an option outright
+POOL_FLOOR = 1e-6  # a zero probability would veto an option outright
 _CEILING = 0.99  # nor may a stated "1.0" veto every other option
 
 
@@ -82,7 +84,7 @@ def pool(
         return {}
     scores = {
         option: sum(
-            weights.get(pathway, 0.0) * math.log(max(dist.get(option, 0.0), _FLOOR))
+            weights.get(pathway, 0.0) * math.log(max(dist.get(option, 0.0), POOL_FLOOR))
             for pathway, dist in distributions.items()
         )
         for option in options
@@ -189,6 +191,31 @@ def rescored_candidate(original: Candidate, round_: FollowUpRound) -> Candidate:
     )
 
 
+def pool_inputs(bundle: EvidenceBundle, thresholds: Thresholds) -> dict[PathwayName, dict[str, float]]:
+    """The distribution each answered pathway brings to the pool: its scored one, or for a generated letter the
+    distribution `generated_probability` gives it (none when that is 0: the pathway is left out)."""
+    options = list(bundle.question.options or {})
+    distributions: dict[PathwayName, dict[str, float]] = {}
+    for candidate in bundle.candidates:
+        if candidate.answer is None:
+            continue
+        if candidate.option_scores is not None:
+            distributions[candidate.pathway] = candidate.option_scores.probs
+            continue
+        probability = generated_probability(candidate, len(options), thresholds)
+        generated = generated_distribution(candidate.answer.letters, options, probability) if probability else {}
+        if generated:
+            distributions[candidate.pathway] = generated
+    return distributions
+
+
+def high_quality_share(bundle: EvidenceBundle) -> float:
+    """The share of the dynamic pathway's labelled web results rated high (0 with none labelled)."""
+    quality = bundle.dynamic_quality()
+    labelled = quality.n_high + quality.n_medium + quality.n_low
+    return quality.n_high / labelled if labelled else 0.0
+
+
 def calibrated_verify(
     bundle: EvidenceBundle, agreement: Agreement, thresholds: Thresholds, *, may_search: bool = True
 ) -> tuple[VerifierOutput, RuleId] | None:
@@ -200,23 +227,13 @@ def calibrated_verify(
     question = bundle.question
     if question.answer_mode != "single":
         return None
-    answers: dict[PathwayName, tuple[str, ...] | None] = {}
-    distributions: dict[PathwayName, dict[str, float]] = {}
-    for candidate in bundle.candidates:
-        answers[candidate.pathway] = candidate.answer.letters if candidate.answer is not None else None
-        if candidate.option_scores is not None and candidate.answer is not None:
-            distributions[candidate.pathway] = candidate.option_scores.probs
-        elif candidate.answer is not None:
-            options = list(question.options or {})
-            probability = generated_probability(candidate, len(options), thresholds)
-            generated = generated_distribution(candidate.answer.letters, options, probability) if probability else {}
-            if generated:
-                distributions[candidate.pathway] = generated
+    answers: dict[PathwayName, tuple[str, ...] | None] = {
+        c.pathway: c.answer.letters if c.answer is not None else None for c in bundle.candidates
+    }
+    distributions = pool_inputs(bundle, thresholds)
     if not distributions:
         return None
-    quality = bundle.dynamic_quality()
-    labelled = quality.n_high + quality.n_medium + quality.n_low
-    high_share = quality.n_high / labelled if labelled else 0.0
+    high_share = high_quality_share(bundle)
     weights: dict[PathwayName, float] = {
         "parametric": thresholds.calibrated_parametric_weight,
         "local": thresholds.calibrated_local_weight,

@@ -152,6 +152,14 @@ def _report(summary: TuneSummary) -> str:
             f"unanimity fast path {verdict}: accuracy {check.accuracy_with:.3f} with, {check.accuracy_without:.3f} "
             f"without; {check.mean_calls_with:.2f} vs {check.mean_calls_without:.2f} LM calls/q",
         ]
+    if summary.pool_fit is not None:
+        fit = summary.pool_fit
+        weights = ", ".join(f"{name.removeprefix('calibrated_')} {value:g}" for name, value in fit.weights.items())
+        lines += [
+            "",
+            f"pooling weights fitted by likelihood on {fit.questions} train questions: {weights} "
+            f"(mean log-likelihood of the gold {fit.mean_log_likelihood:.4f}; a weight of 0: that pathway adds nothing)",
+        ]
     lines += ["", "thresholds: " + json.dumps(summary.thresholds.model_dump(exclude_defaults=True))]
     return "\n".join(lines)
 

@@ -335,3 +335,33 @@ def test_compile_selects_train_and_val_from_a_real_benchmark_file(shared_data: P
     assert (len(train), len(val)) == (3, 2)
     assert "medqa:dev:48" not in ids
     assert len(set(ids)) == 5
+
+
+def test_bootstrap_gives_scored_pathways_demos_that_reach_their_scored_prompts() -> None:
+    # Scored pathways generate nothing, so demos exist only because each scored answer is put in DSPy's trace
+    # (`_option_scoring._trace`); without it a compile of the embedded configs would change no prompt.
+    from clearmed.testing import SCORED_CALIBRATED, build_toy_program
+
+    scores = {
+        "parametric": {"A": 0.6, "B": 0.2, "C": 0.1, "D": 0.1},
+        "local_answer": {"A": 0.7, "B": 0.1, "C": 0.1, "D": 0.1},
+        "dynamic_answer": {"A": 0.5, "B": 0.3, "C": 0.1, "D": 0.1},
+    }
+    script = {"source_quality": label_all("high"), "followup_query": {"query": "thyroid"}, "audit": SCRIPT["audit"]}
+    program, engine, _ = build_toy_program(script, settings=SCORED_CALIBRATED, scores=scores)
+    stages = ["parametric.answer", "local.reader.answer", "dynamic.reader.answer"]
+    settings = CompileSettings(optimizer="bootstrap", stages=stages, max_demos=1)
+    gold_a = [q for q in QUESTIONS if q.gold_letters == ["A"]]
+    lm = program.role_lms["main"]
+    compiled, report = compile_program(program, gold_a[:2], gold_a[2:4], settings, CompileLMs(task=lm))
+    assert {c.stage for c in engine.calls} <= {"source_quality"}  # every pathway scored; no verifier call
+    for name in stages:
+        (demo,) = dict(compiled.named_predictors())[name].demos
+        assert demo["answer"] == "A"
+        assert demo["question"]
+    engine.scored_prompts.clear()
+    compiled(question=gold_a[0])
+    parametric_prompt, _ = engine.scored_prompts[0]
+    # the demo is an earlier user/assistant exchange ahead of the question being scored
+    assert [m["role"] for m in parametric_prompt].count("assistant") == 1
+    assert report.val_after.accuracy.n == 2

@@ -178,6 +178,12 @@ def test_tune_cli_end_to_end(synthetic_run: Path, tmp_path: Path, capsys: pytest
         (["--train-fraction", "1.5"], "--train-fraction must be in (0, 1]"),
         (["--cost-weight", "-1"], "--cost-weight must be >= 0"),
         (["--storage", "nosuchdb://x"], "cannot open the Optuna storage"),
+        (["--params", "calibrated_weights,calibrated_fit"], "name one of them"),
+        # the synthetic run's pathways generated their letters: nothing to fit the pooling weights on
+        (
+            ["--params", "calibrated_fit"],
+            "--params calibrated_fit: 0 train questions have scored pathway distributions",
+        ),
     ],
 )
 def test_tune_cli_bad_input_is_one_clear_line(
@@ -276,9 +282,9 @@ def test_letter_priors_are_fitted_on_the_train_ids_only_and_the_strength_is_sear
     train = [item(f"t{i}", {"A": 0.7, "B": 0.1, "C": 0.1, "D": 0.1}) for i in range(20)]
     held_out = [item(f"h{i}", {"A": 0.1, "B": 0.1, "C": 0.1, "D": 0.7}) for i in range(50)]
     rescorer = SimpleNamespace(items=[*train, *held_out])
-    base = fitted_base(rescorer, ["letter_prior"], {f"t{i}" for i in range(20)})  # type: ignore[arg-type]
+    base = fitted_base(rescorer, ["letter_prior"], {f"t{i}" for i in range(20)}).thresholds  # type: ignore[arg-type]
     assert base.letter_priors == {"local": pytest.approx({"A": 0.7, "B": 0.1, "C": 0.1, "D": 0.1})}
     assert base.letter_prior_strength == 0.0  # the strength is the study's to find
-    assert fitted_base(rescorer, ["calibrated_weights"], {"t0"}) == Thresholds()  # type: ignore[arg-type]
+    assert fitted_base(rescorer, ["calibrated_weights"], {"t0"}).thresholds == Thresholds()  # type: ignore[arg-type]
     assert "letter_prior" in parse_params(None)
     assert thresholds_of_params({"letter_prior_strength": 0.8}, base).letter_priors == base.letter_priors
