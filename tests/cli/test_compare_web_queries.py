@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 from clearmed.config import load_config
 from clearmed.demo_bundle import demo_questions
 from clearmed.testing import scripted_lm
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "compare_web_queries.py"
 
-
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compare_web_queries", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_each_mode_runs_the_dynamic_pathway_on_the_same_questions() -> None:
-    script = load_script()
+def test_each_mode_runs_the_dynamic_pathway_on_the_same_questions(script_module: Callable[[str], ModuleType]) -> None:
+    script = script_module("compare_web_queries")
     questions = [q for q in demo_questions() if q.is_mcq][:3]
     lm, engine = scripted_lm(
         {"web_query": {"query": "Option A: thyroid hormone " + "deficiency " * 60}},

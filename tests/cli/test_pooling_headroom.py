@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
 
 from clearmed.optimize.pool_fit import PoolFeatures
-
-SCRIPT = Path(__file__).parents[2] / "scripts" / "pooling_headroom.py"
-
-
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pooling_headroom", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
 
 
 def features(probs: list[list[list[float]]], gold: list[int]) -> PoolFeatures:
@@ -33,8 +19,8 @@ def features(probs: list[list[list[float]]], gold: list[int]) -> PoolFeatures:
     )
 
 
-def test_the_clear_rule_only_chooses_among_the_pathways_answers() -> None:
-    script = load_script()
+def test_the_clear_rule_only_chooses_among_the_pathways_answers(script_module: Callable[[str], ModuleType]) -> None:
+    script = script_module("pooling_headroom")
     # parametric prefers A, local and dynamic B; all three rate C second, so an even pool prefers C, which no
     # pathway chose: CLEAR's rule answers among A and B
     x = features([[[0.4, 0.05, 0.05], [0.1, 0.5, 0.5], [0.35, 0.45, 0.45], [0.15, 0.0001, 0.0001]]], [2])
@@ -44,8 +30,8 @@ def test_the_clear_rule_only_chooses_among_the_pathways_answers() -> None:
     assert script.accuracy(x, w, rule="free") == 1.0
 
 
-def test_only_questions_every_pathway_scored_are_counted() -> None:
-    script = load_script()
+def test_only_questions_every_pathway_scored_are_counted(script_module: Callable[[str], ModuleType]) -> None:
+    script = script_module("pooling_headroom")
     x = features([[[0.7, 0.25, 0.25]] + [[0.1, 0.25, 0.25]] * 3] * 2, [0, 1])
     x.logs[1, :, 2] = 0.0  # the second question's dynamic pathway was left out of the pool
     kept = script.all_three_scored(x)
