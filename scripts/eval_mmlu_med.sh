@@ -34,5 +34,9 @@ clearmed tune --run "$TRAIN_RUN" --run "$R/clear-test" --params calibrated_weigh
   --train-ids "$R/train-ids.txt" --test-ids "$R/test-answered-ids.txt" --out "$R/tuned"
 # the tuned program, live, on the same test ids (its pathway passes come from the cache)
 eval_on clear "$R/test-answered-ids.txt" "$R/clear-tuned-test" --program-artifact "$R/tuned"
-clearmed compare "$R/direct-test" "$R/medrag-test" "$R/clear-test" "$R/clear-tuned-test" "$R/clear-heuristic-test" \
-  --common --out "$R/compare"
+# the same weights fitted by likelihood on the train run instead of searched (no search: one trial)
+clearmed tune --run "$TRAIN_RUN" --run "$R/clear-test" --params calibrated_fit --trials 1 \
+  --train-ids "$R/train-ids.txt" --test-ids "$R/test-answered-ids.txt" --out "$R/fitted"
+eval_on clear "$R/test-answered-ids.txt" "$R/clear-fitted-test" --program-artifact "$R/fitted"
+clearmed compare "$R/direct-test" "$R/medrag-test" "$R/clear-test" "$R/clear-tuned-test" "$R/clear-fitted-test" \
+  "$R/clear-heuristic-test" --common --out "$R/compare"

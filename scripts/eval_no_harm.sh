@@ -7,6 +7,8 @@
 #   scripts/eval_no_harm.sh medqa [N=200]
 #
 # ARTIFACT (default: the tune artifact scripts/eval_mmlu_med.sh writes) and RUNS choose the folders; reruns resume.
+# The likelihood-fitted artifact:  ARTIFACT=~/.cache/clearmed/runs/issue16/mmlu/fitted \
+#   RUNS=~/.cache/clearmed/runs/issue16/fitted/medqa scripts/eval_no_harm.sh medqa
 set -uo pipefail
 cd "$(dirname "$0")/.." && . "${VENV:-.venv}/bin/activate"
 benchmark=${1:?benchmark name}
