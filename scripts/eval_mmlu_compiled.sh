@@ -9,8 +9,8 @@
 #     compile scored them already, so they come from the cache).
 #  3. Both programs are tuned the same way on those val ids, with zero LM calls: the pooling weights fitted by
 #     likelihood (TUNE_PARAMS, default calibrated_fit; 20 ids are far too few for an accuracy search), the compiled
-#     one on its own records, the uncompiled one on its train run's records of the same ids; each is scored on the
-#     test ids by replay (study.json's held_out).
+#     one on its own records, the uncompiled one on its train run's records of the same ids.
+#  4. Each tuned program runs live on the test ids (its pathway passes come from the cache), and all are paired.
 #
 # Everything resumes: rerun to continue. COMPILE_TRAIN / COMPILE_VAL / TEST_N / DEMOS size it.
 set -uo pipefail
@@ -39,4 +39,8 @@ tune() {  # out, runs and extra args
 }
 tune "$C/compiled-fitted-val" --run "$C/clear-val" --run "$C/clear-test" --program-artifact "$C/program"
 tune "$C/uncompiled-fitted-val" --run "$R/clear-train-n245" --run "$R/clear-test"
-clearmed compare "$R/direct-test" "$R/clear-test" "$R/clear-tuned-test" "$C/clear-test" --common --out "$C/compare"
+# each tuned program live on the test ids (their pathway passes come from the cache), all paired
+eval_on clear "$C/test-ids.txt" "$C/uncompiled-fitted-val-test" --program-artifact "$C/uncompiled-fitted-val"
+eval_on clear "$C/test-ids.txt" "$C/compiled-fitted-val-test" --program-artifact "$C/compiled-fitted-val"
+clearmed compare "$R/direct-test" "$R/clear-test" "$C/uncompiled-fitted-val-test" "$C/clear-test" \
+  "$C/compiled-fitted-val-test" --common --out "$C/compare"
