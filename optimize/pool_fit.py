@@ -38,7 +38,8 @@ __all__ = [
     "weights_by_likelihood",
 ]
 
-# The thresholds the four columns of the features stand for, in order.
+# The calibrated verifier's four pooling-weight thresholds, in the order of the features' columns (tuning searches
+# the same four under `calibrated_weights`).
 WEIGHT_FIELDS = (
     "calibrated_parametric_weight",
     "calibrated_local_weight",

@@ -21,7 +21,7 @@ import optuna
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.errors import UsageError
-from clearmed.optimize.pool_fit import PooledWeights, weights_by_likelihood
+from clearmed.optimize.pool_fit import WEIGHT_FIELDS, PooledWeights, weights_by_likelihood
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test
 from clearmed.programs import fit_letter_priors
@@ -65,15 +65,7 @@ def _tier_weights(trial: optuna.Trial) -> dict[str, object]:
 
 def _calibrated_weights(trial: optuna.Trial) -> dict[str, object]:
     # The calibrated verifier's pooling weights; they change nothing for runs decided by another verifier.
-    return {
-        name: trial.suggest_float(name, 0.0, 3.0)
-        for name in (
-            "calibrated_parametric_weight",
-            "calibrated_local_weight",
-            "calibrated_dynamic_weight",
-            "calibrated_high_weight",
-        )
-    }
+    return {name: trial.suggest_float(name, 0.0, 3.0) for name in WEIGHT_FIELDS}
 
 
 def _float(name: str, low: float, high: float, default: float) -> _Param:
@@ -111,15 +103,7 @@ PARAMETERS: dict[str, _Param] = {
     "audit_skip_confidence": _categorical("audit_skip_confidence", [None, "medium", "high"], None),
     "quality_gate": _Param(_quality_gate, {"quality_gate": False}),
     "tier_weights": _Param(_tier_weights, {}),
-    "calibrated_weights": _Param(
-        _calibrated_weights,
-        {
-            "calibrated_parametric_weight": 1.0,
-            "calibrated_local_weight": 1.0,
-            "calibrated_dynamic_weight": 1.0,
-            "calibrated_high_weight": 0.0,
-        },
-    ),
+    "calibrated_weights": _Param(_calibrated_weights, {name: getattr(Thresholds(), name) for name in WEIGHT_FIELDS}),
     **_SINGLE_NUMBER_GROUPS,
     # The same four weights fitted by maximum likelihood on the train records before the study (`fitted_base`,
     # `optimize.pool_fit`), not searched: nothing for a trial to suggest.

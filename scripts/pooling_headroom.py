@@ -46,12 +46,7 @@ class PoolingFit:
 def all_three_scored(features: PoolFeatures) -> PoolFeatures:
     """The questions every pathway brought a distribution for (a pathway left out of the pool has zero terms)."""
     keep = (features.logs[:, :, :PATHWAY_COLUMNS] != 0).any(axis=1).all(axis=1)
-    return PoolFeatures(
-        logs=features.logs[keep],
-        present=features.present[keep],
-        gold=features.gold[keep],
-        question_ids=[q for q, k in zip(features.question_ids, keep, strict=True) if k],
-    )
+    return subset(features, np.flatnonzero(keep))
 
 
 def subset(features: PoolFeatures, rows: np.ndarray) -> PoolFeatures:
