@@ -12,7 +12,8 @@
 #     one on its own records, the uncompiled one on its train run's records of the same ids.
 #  4. Each tuned program runs live on the test ids (its pathway passes come from the cache), and all are paired.
 #  5. Not run here (new passes, about 20 to 30 s per question): the compiled and tuned artifact's no-harm check,
-#       ARTIFACT=$C/compiled-fitted-val RUNS=~/.cache/clearmed/runs/issue16/compiled/BENCH \
+#       ARTIFACT=~/.cache/clearmed/runs/issue16/mmlu/compiled/compiled-fitted-val \
+#       RUNS=~/.cache/clearmed/runs/issue16/compiled/BENCH \
 #         scripts/eval_no_harm.sh BENCH 200          # BENCH: pubmedqa-noctx, medqa
 #
 # Everything resumes: rerun to continue. COMPILE_TRAIN / COMPILE_VAL / TEST_N / DEMOS size it.
