@@ -23,13 +23,14 @@ from dspy.lm15 import Message, Request, Response, TextPart, Usage
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.llama_runtime import (
     ChatMessage,
+    LlamaLike,
     LlamaLoadArgs,
     LlamaLoader,
     SharedModel,
     get_shared_model,
     load_llama,
 )
-from clearmed.backbones.scoring import NextTokenScores, ScoringError, candidate_logprobs, log_softmax
+from clearmed.backbones.scoring import NextTokenScores, ScoringError, candidate_logprobs, log_softmax, spellings
 
 __all__ = ["AsyncLlamaCppEngine", "EngineStats", "LlamaCppEngine"]
 
@@ -121,7 +122,8 @@ class LlamaCppEngine:
         """Log-probabilities of each candidate as the next token after the chat and ``assistant_prefix``.
 
         One forward pass over the prompt's new tokens (the shared KV prefix is reused), no sampling: see
-        `clearmed.backbones.scoring`.
+        `clearmed.backbones.scoring`. Each candidate sums its `spellings` that are one token ("Yes", " yes" ...);
+        a spelling the tokenizer splits is left out, since its first piece ("Y", a bare space) is not the word.
         """
         shared = self.load()
         if shared.render_prompt is None or shared.next_logits is None:
@@ -133,10 +135,11 @@ class LlamaCppEngine:
             started = time.perf_counter()
             logits = shared.next_logits(tokens)
             elapsed = time.perf_counter() - started
-            variants = {
-                c: [ids[0] for text in (c, f" {c}") if (ids := shared.llm.tokenize(text.encode(), add_bos=False))]
-                for c in candidates
-            }
+            variants = {c: _single_tokens(shared.llm, spellings(c)) for c in candidates}
+        if missing := [c for c, ids in variants.items() if not ids]:
+            raise ScoringError(
+                f"no spelling of {', '.join(map(repr, missing))} is one token in this model's vocabulary"
+            )
         with self._stats_lock:
             self._stats = self._stats.add(len(tokens), 0, elapsed)
         return NextTokenScores(
@@ -282,6 +285,12 @@ def chat_messages(request: Request) -> list[ChatMessage]:
             )
         messages.append({"role": role, "content": message.text or ""})
     return messages
+
+
+def _single_tokens(llm: LlamaLike, texts: Sequence[str]) -> list[int]:
+    """The token ids of those ``texts`` that are one token each."""
+    ids = (llm.tokenize(text.encode("utf-8"), add_bos=False) for text in texts)
+    return [tokens[0] for tokens in ids if len(tokens) == 1]
 
 
 def _llama_response_format(response_format: Any) -> dict[str, Any] | None:

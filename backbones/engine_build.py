@@ -8,7 +8,9 @@ reports (AVX2/FMA/F16C/BMI2, the AVX-512 family, VNNI), and AMX always off.
 
 Why it builds its own wheel: pip caches a wheel built from an sdist under the sdist's URL, not under
 CMAKE_ARGS, so a machine that once built a native wheel gets it back on every later install. This helper
-builds with pip's cache off and keeps the wheel in its own cache, keyed by (version, cmake arguments).
+builds with pip's cache off and keeps the wheel in its own cache, keyed by (version, cmake arguments) and,
+off x86, by the CPU: there llama.cpp's defaults compile for the build machine (-mcpu=native), so a wheel built
+on one ARM CPU is no wheel for another that shares the home directory.
 
 It needs only the standard library: it runs before clearmed is installed
 (``python3 backbones/engine_build.py``) and after (``python -m clearmed.backbones.engine_build``).
@@ -34,8 +36,13 @@ ENGINE_REQUIREMENT: Final = f"{ENGINE_PACKAGE}=={ENGINE_VERSION}"
 
 REINSTALL_COMMAND: Final = "python -m clearmed.backbones.engine_build --force"
 
-# GGML option -> the /proc/cpuinfo flags it needs. ggml's GGML_AVX512 compiles with -mavx512{f,cd,vl,dq,bw}.
-# Ordered as ggml lists them; AMX is deliberately absent (see the module docstring).
+# GGML_AVX512 compiles with -mavx512{f,cd,vl,dq,bw}; the CPU must have all five.
+_AVX512_BASE: Final = ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")
+# GGML option -> the /proc/cpuinfo flags it needs. Ordered as ggml lists them; AMX is deliberately absent (see
+# the module docstring). With GCC and Clang each AVX-512 sub-option adds its own -mavx512vbmi/-mavx512vnni/
+# -mavx512bf16 whether GGML_AVX512 is on or not (only MSVC nests them inside /arch:AVX512); those flags imply
+# AVX-512F (VBMI and BF16 also BW) to the compiler and switch on ggml's __AVX512F__ code, so each sub-option
+# needs the whole base set as well as its own flag.
 _X86_OPTIONS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("GGML_SSE42", ("sse4_2",)),
     ("GGML_AVX", ("avx",)),
@@ -44,10 +51,10 @@ _X86_OPTIONS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("GGML_AVX2", ("avx2",)),
     ("GGML_BMI2", ("bmi2",)),
     ("GGML_AVX_VNNI", ("avx_vnni",)),
-    ("GGML_AVX512", ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")),
-    ("GGML_AVX512_VBMI", ("avx512f", "avx512vbmi")),
-    ("GGML_AVX512_VNNI", ("avx512f", "avx512_vnni")),
-    ("GGML_AVX512_BF16", ("avx512f", "avx512_bf16")),
+    ("GGML_AVX512", _AVX512_BASE),
+    ("GGML_AVX512_VBMI", (*_AVX512_BASE, "avx512vbmi")),
+    ("GGML_AVX512_VNNI", (*_AVX512_BASE, "avx512_vnni")),
+    ("GGML_AVX512_BF16", (*_AVX512_BASE, "avx512_bf16")),
 )
 _AMX_OPTIONS: Final = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
 # Not needed by the Python bindings, and the slowest part of the build.
@@ -59,20 +66,82 @@ class EngineBuildError(RuntimeError):
     """The engine could not be built or installed; the message is one line for the user."""
 
 
-def cpu_flags(cpuinfo: str) -> frozenset[str]:
-    """The instruction-set flags of the first processor in a /proc/cpuinfo text."""
+# The /proc/cpuinfo fields that say which instructions a CPU runs: x86 "flags" and model numbers, ARM "Features"
+# and part numbers (what GCC's -mcpu=native reads). Clock speeds and BogoMIPS vary between boots, so they stay out.
+_CPUINFO_IDENTITY_FIELDS: Final = (
+    "vendor_id", "cpu family", "model", "flags",
+    "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "Features",
+)  # fmt: skip
+# What macOS says about its CPU (brand, x86 feature words, and the hw.optional.* capability table).
+_SYSCTL_IDENTITY_NAMES: Final = (
+    "machdep.cpu.brand_string", "machdep.cpu.features", "machdep.cpu.leaf7_features", "hw.optional",
+)  # fmt: skip
+
+
+def _cpuinfo_fields(cpuinfo: str) -> dict[str, str]:
+    """The first value of each field in a /proc/cpuinfo text: processor 0's, in every kernel's layout."""
+    fields: dict[str, str] = {}
     for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_flags(cpuinfo: str) -> frozenset[str]:
+    """The instruction-set flags of the first processor in a /proc/cpuinfo text (ARM calls them Features)."""
+    fields = _cpuinfo_fields(cpuinfo)
+    return frozenset(fields.get("flags", fields.get("Features", "")).split())
+
+
+def read_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> str:
+    """The text of /proc/cpuinfo, or "" where there is none (macOS, Windows)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def read_cpu_flags(path: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    return cpu_flags(read_cpuinfo(path))
+
+
+def _sysctl(name: str) -> str:
+    """``sysctl <name>`` output, or "" when the name or the command is missing."""
     try:
-        return cpu_flags(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return frozenset()
+        done = subprocess.run(["sysctl", name], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def cpu_identity(machine: str, system: str) -> str:
+    """What code built or checked on this CPU depends on: the architecture and the CPU's instruction sets.
+
+    Stable on one machine (no clock speeds or counters), different for CPUs that differ in their instruction
+    sets or model: /proc/cpuinfo on Linux, sysctl on macOS, the processor string elsewhere.
+    """
+    lines = [f"machine: {machine}", f"system: {system}"]
+    if system == "Linux":
+        fields = _cpuinfo_fields(read_cpuinfo())
+        fields.update(
+            {name: " ".join(sorted(fields[name].split())) for name in ("flags", "Features") if name in fields}
+        )
+        lines += [f"{name}: {fields[name]}" for name in _CPUINFO_IDENTITY_FIELDS if name in fields]
+    elif system == "Darwin":
+        lines += sorted(line.strip() for name in _SYSCTL_IDENTITY_NAMES for line in _sysctl(name).splitlines())
+    else:
+        lines.append(f"processor: {platform.processor()}")
+    return "\n".join(line for line in lines if line)
+
+
+def wheel_cpu(machine: str, system: str) -> str:
+    """The CPU a wheel built with ``cmake_args`` is specific to, beyond the arguments; "" when it is not.
+
+    On x86 the arguments name every instruction set, so any CPU with those flags shares the wheel. Elsewhere
+    llama.cpp's defaults compile for the build machine's CPU, so its identity is part of the wheel's key.
+    """
+    return "" if machine in X86_MACHINES else cpu_identity(machine, system)
 
 
 def cmake_args(machine: str, system: str, flags: frozenset[str]) -> list[str]:
@@ -140,8 +209,11 @@ def build_mismatch(wanted: Mapping[str, bool], reported: Mapping[str, bool]) -> 
     return problems
 
 
-def wheel_cache_dir(args: Sequence[str], cache_root: Path) -> Path:
-    key = hashlib.sha256(json.dumps([ENGINE_REQUIREMENT, *args]).encode()).hexdigest()[:16]
+def wheel_cache_dir(args: Sequence[str], cache_root: Path, cpu: str = "") -> Path:
+    """Where a wheel built with ``args`` (for ``cpu``, see `wheel_cpu`) is kept."""
+    # Without a CPU the key is what it always was, so x86 wheels built before the CPU joined it are still found.
+    key_parts = [ENGINE_REQUIREMENT, *args, *([f"cpu={cpu}"] if cpu else [])]
+    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
     return cache_root / "engine-wheels" / f"{ENGINE_VERSION}-{key}"
 
 
@@ -197,13 +269,14 @@ def ensure_engine(
     *, force: bool = False, cache_root: Path | None = None, python: str = sys.executable
 ) -> tuple[str, Path | None]:
     """Install the portable engine into ``python``'s environment unless an identical build is there."""
-    args = cmake_args(platform.machine(), platform.system(), read_cpu_flags())
+    machine, system = platform.machine(), platform.system()
+    args = cmake_args(machine, system, read_cpu_flags())
     if not force:
         current, reason = install_is_current(installed_engine(python), args)
         if current:
             return "engine already installed (" + " ".join(args) + ")", None
         print(f"clearmed: installing the llama.cpp engine: {reason}", flush=True)
-    wheel_dir = wheel_cache_dir(args, cache_root or default_cache_root())
+    wheel_dir = wheel_cache_dir(args, cache_root or default_cache_root(), wheel_cpu(machine, system))
     wheels = sorted(wheel_dir.glob("llama_cpp_python-*.whl"))
     if force or not wheels:
         wheel_dir.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,13 @@ letter in prose, or reasons itself out of its first guess); the distribution of 
 prompt's own answer marker keeps it. Backbones that expose token log-probabilities implement `TokenScorer`:
 
 - the embedded llama.cpp engine (`LlamaCppEngine.score_next_token`), from the logits directly;
-- OpenAI-compatible servers that continue a final assistant message and return ``top_logprobs`` (vLLM,
+- OpenAI-compatible servers that open (or continue) the assistant turn and return ``top_logprobs`` (vLLM,
   SGLang), through `OpenAICompatibleScorer`.
+
+A candidate is given in its lowest case ("A", "yes") and is read in every spelling a next token may take
+(`spellings`): Qwen2's vocabulary has separate ``yes``, ``Yes``, `` Yes`` and ``YES`` tokens, and a chat model
+answers "Yes". Non-finite log-probabilities (a NaN, or no candidate with any probability) are a `ScoringError`, never
+a distribution of NaNs.
 
 Hosted chat models without log-probabilities have no scorer: callers generate instead.
 """
@@ -20,7 +25,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 import requests
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "MAX_TOP_LOGPROBS",
@@ -30,6 +35,7 @@ __all__ = [
     "TokenScorer",
     "candidate_logprobs",
     "scorer_for",
+    "spellings",
 ]
 
 ChatMessage = dict[str, str]
@@ -44,13 +50,27 @@ class ScoringError(RuntimeError):
 
 
 class NextTokenScores(BaseModel):
-    """Log-probabilities (over the whole vocabulary) of each candidate's first token, and what it cost."""
+    """Log-probabilities (over the whole vocabulary) of each candidate's first token, and what it cost.
+
+    Built only from usable scores: a NaN or +inf, or no candidate with a finite log-probability (nothing to
+    renormalise), raises `ScoringError` here, so the caller generates instead of recording NaNs. A single
+    candidate at -inf is fine: the model gave it no probability."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     logprobs: dict[str, float]
     prompt_tokens: int = Field(default=0, ge=0)
     seconds: float = Field(default=0.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _finite(self) -> NextTokenScores:
+        # ScoringError is not a ValueError, so pydantic raises it as is rather than as a ValidationError.
+        broken = {k: v for k, v in self.logprobs.items() if math.isnan(v) or v == math.inf}
+        if broken:
+            raise ScoringError(f"non-finite log-probabilities: {_listing(broken)}")
+        if not any(math.isfinite(v) for v in self.logprobs.values()):
+            raise ScoringError(f"no candidate has a finite log-probability: {_listing(self.logprobs) or 'none'}")
+        return self
 
     @property
     def mass(self) -> float:
@@ -72,6 +92,19 @@ class TokenScorer(Protocol):
     ) -> NextTokenScores: ...
 
 
+def _listing(logprobs: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in list(logprobs.items())[:8])
+
+
+def spellings(candidate: str) -> tuple[str, ...]:
+    """The next-token texts that write ``candidate``: as given, Capitalised and in capitals, each also after a space.
+
+    A candidate is given in its lowest case: "yes" is read as yes/Yes/YES (and " Yes" ...), a letter "A" as "A" and
+    " A" only (never the article "a")."""
+    forms = dict.fromkeys((candidate, candidate.capitalize(), candidate.upper()))
+    return tuple(f"{space}{form}" for form in forms for space in ("", " "))
+
+
 def candidate_logprobs(
     log_probs: Mapping[int, float] | np.ndarray, token_variants: Mapping[str, Sequence[int]]
 ) -> dict[str, float]:
@@ -89,11 +122,18 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 class OpenAICompatibleScorer:
-    """Scoring through ``/chat/completions`` on a server that continues a final assistant message.
+    """Scoring through ``/chat/completions`` on a server that renders the chat with the model's template.
 
-    vLLM (and SGLang) accept ``continue_final_message: true`` with ``add_generation_prompt: false`` and
-    return the first generated token's ``top_logprobs``. A candidate outside the top list gets a
-    log-probability just below the smallest one listed.
+    vLLM's (and SGLang's) documented rule decides where the next token is read:
+
+    - with an assistant prefix: the prefix as a final assistant message, ``continue_final_message: true`` and
+      ``add_generation_prompt: false``; the template's end of turn is cut, so the prompt ends inside the open turn;
+    - without one: no assistant message and ``add_generation_prompt: true``. (An empty final message would be
+      rendered as a *closed* turn, ``<|im_start|>assistant\n<|im_end|>\n``, and the token read after it.)
+
+    The server returns the first generated token's ``top_logprobs``. A candidate outside the top list gets a
+    log-probability just below the smallest one listed; when none is listed at all there is nothing to read (a
+    uniform guess would be a silent wrong answer), so that is a `ScoringError`.
     """
 
     def __init__(self, api_base: str, model: str, api_key: str | None, *, timeout: float = 60.0) -> None:
@@ -105,11 +145,20 @@ class OpenAICompatibleScorer:
     def score_next_token(
         self, messages: Sequence[ChatMessage], assistant_prefix: str, candidates: Sequence[str]
     ) -> NextTokenScores:
+        turn: dict[str, Any]
+        if assistant_prefix.strip():
+            turn = {
+                "messages": [*messages, {"role": "assistant", "content": assistant_prefix}],
+                "continue_final_message": True,
+                "add_generation_prompt": False,
+            }
+        elif assistant_prefix:  # the template rule strips it, finds it at the very end, and the turn stays closed
+            raise ScoringError("a whitespace-only assistant prefix cannot be continued on an OpenAI-compatible server")
+        else:
+            turn = {"messages": list(messages), "continue_final_message": False, "add_generation_prompt": True}
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [*messages, {"role": "assistant", "content": assistant_prefix}],
-            "continue_final_message": True,
-            "add_generation_prompt": False,
+            **turn,
             "max_tokens": 1,
             "temperature": 0.0,
             "logprobs": True,
@@ -130,11 +179,16 @@ class OpenAICompatibleScorer:
             usage = payload.get("usage") or {}
         except (ValueError, KeyError, IndexError, TypeError):
             raise ScoringError("the server's reply has no top_logprobs for the first token") from None
-        floor = min(listed.values(), default=0.0) - _ABSENT_MARGIN
-        logprobs = {}
-        for candidate in candidates:
-            variants = [listed[v] for v in (candidate, f" {candidate}") if v in listed]
-            logprobs[candidate] = float(np.logaddexp.reduce(variants)) if variants else floor
+        if any(math.isnan(v) or v == math.inf for v in listed.values()):
+            raise ScoringError(f"the server returned non-finite log-probabilities: {_listing(listed)}")
+        found = {c: [listed[v] for v in spellings(c) if v in listed] for c in candidates}
+        if not any(found.values()):
+            raise ScoringError(
+                f"none of {', '.join(candidates)} is among the server's top {len(listed)} next tokens "
+                f"({', '.join(map(repr, list(listed)[:5]))} ...)"
+            )
+        floor = min((v for v in listed.values() if math.isfinite(v)), default=-math.inf) - _ABSENT_MARGIN
+        logprobs = {c: float(np.logaddexp.reduce(variants)) if variants else floor for c, variants in found.items()}
         return NextTokenScores(
             logprobs=logprobs,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),

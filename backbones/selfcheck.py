@@ -3,8 +3,9 @@
 A llama.cpp build can load a model and then die on its first real decode: a ``-march=native`` build on a
 VM that advertises AMX but cannot execute it gets SIGILL inside ``ggml_backend_amx_mul_mat``. In-process
 that kills ``clearmed`` with "Illegal instruction" and no hint. In a child it becomes one clear line
-naming the cause and the reinstall command. A passing check is cached per (engine build, model file), so
-it costs one model load (~2 s) once, and nothing afterwards.
+naming the cause and the reinstall command. A passing check is cached per (engine build, model file, CPU),
+so it costs one model load (~2 s) once, and nothing afterwards; a home directory shared with another CPU (a
+cluster, a migrated VM) sees a different key and checks again.
 
 The same probe measures prompt and generation speed for ``clearmed doctor`` and the engine benchmark.
 """
@@ -15,16 +16,17 @@ import hashlib
 import importlib.util
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.backbones.engine_build import REINSTALL_COMMAND, default_cache_root
+from clearmed.backbones.engine_build import REINSTALL_COMMAND, cpu_identity, default_cache_root
 
 __all__ = [
     "ENGINE_CHECK_SKIP_ENV",
@@ -68,7 +70,7 @@ info["generated_tokens"], info["generation_seconds"] = n_gen, time.perf_counter(
 print(json.dumps(info))
 """
 
-_SIGNAL_CAUSES: Final = {
+_SIGNAL_CAUSES: Final[dict[int, str]] = {
     signal.SIGILL: "this llama.cpp build uses CPU instructions this machine cannot execute (most often AMX or "
     "AVX-512 compiled in by a -march=native build on a CPU that advertises them)",
     signal.SIGSEGV: "llama.cpp crashed: a build made for another CPU, or a damaged model file",
@@ -166,7 +168,7 @@ def probe_engine(
     except OSError as exc:
         return EngineProbe(outcome="failed", detail=f"could not start {argv[0]}: {exc.strerror or exc}")
     report = _last_json_line(done.stdout)
-    fields = {k: v for k, v in report.items() if k in EngineProbe.model_fields and k != "outcome"}
+    fields: dict[str, Any] = {k: v for k, v in report.items() if k in EngineProbe.model_fields and k != "outcome"}
     if done.returncode < 0:
         name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else None
         name = name or f"signal {-done.returncode}"
@@ -203,8 +205,10 @@ def engine_build_identity() -> str:
 
 
 def _check_key(model_path: str) -> str:
+    """The engine build, the model file and the CPU: a pass on one CPU says nothing about another's."""
     stat = Path(model_path).stat()
-    raw = f"{engine_build_identity()}|{Path(model_path).resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    cpu = cpu_identity(platform.machine(), platform.system())
+    raw = f"{engine_build_identity()}|{Path(model_path).resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{cpu}"
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -218,11 +222,11 @@ def ensure_engine_works(
     cache_dir: Path | None = None,
     child_argv: Sequence[str] | None = None,
 ) -> None:
-    """Raise `EngineCheckError` unless the engine has been seen to decode with this build and model file.
+    """Raise `EngineCheckError` unless the engine has been seen to decode with this build, model file and CPU.
 
     Passing results are remembered in ``<cache>/engine-checks/<key>.json`` (and in this process); failures
-    are not, so a rebuilt engine or a replaced model file is checked afresh. ``CLEARMED_SKIP_ENGINE_CHECK=1``
-    skips the check for those who know their build.
+    are not, so a rebuilt engine, a replaced model file or another CPU is checked afresh.
+    ``CLEARMED_SKIP_ENGINE_CHECK=1`` skips the check for those who know their build.
     """
     if os.environ.get(ENGINE_CHECK_SKIP_ENV) == "1":
         return

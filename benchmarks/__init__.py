@@ -3,7 +3,7 @@
     from clearmed.benchmarks import load_benchmark, available_benchmarks
     bench = load_benchmark("medqa", source="../shared/data/benchmarks/medqa/dev.jsonl", limit=50, seed=0)
 
-`available_benchmarks()` lists every name with its hub id, answer modes and scoring protocol. Each
+`available_benchmarks()` lists every name with its hub id, answer mode and scoring protocol. Each
 benchmark lives in its own private module (`_medqa.py`, `_nejm.py`, ...) whose docstring records the upstream
 schema and every choice made when mapping it (multi-answer handling, filters, repairs).
 """

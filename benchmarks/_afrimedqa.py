@@ -3,8 +3,10 @@
 The benchmark is the expert-written MCQs (`question_type == "mcq"` and `tier == "expert"`); other rows are
 counted in `excluded`. The real train/test split is the `split` column, selected with `split=` (default
 "test"). Options come from the `answer_options` JSON string (`option1..option5`, unused slots "N/A") and
-`optionN` becomes the N-th letter. A gold of several options ("option1,option3") gives a multi-answer
-question scored by exact set (the official AfriMed code keeps only the first; note this when comparing).
+`optionN` becomes the N-th letter. Some golds name several options ("option1,option3"), so every question is
+`multi` (choose one or more), whatever its own gold, and is scored by exact set: a mode taken from the gold
+would tell the model how many answers are right (the official AfriMed code keeps only the first gold option;
+note this when comparing).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ INFO = BenchmarkInfo(
     hub_id=HUB_ID,
     default_split="test",
     splits=["test", "train"],
-    answer_modes=["single", "multi"],
-    scoring="exact set equality with the gold letters (optionN -> N-th letter)",
+    answer_mode="multi",
+    scoring="exact set equality with the gold letters (optionN -> N-th letter; every question is asked as choose "
+    "one or more)",
     notes="gated on the hub (accept the terms, then `huggingface-cli login`); split = the `split` column",
 )
 
@@ -86,7 +89,7 @@ def parse_row(row: RawRow, ctx: RowContext) -> Question:
     return Question(
         id=f"afrimedqa:{f.text(data, 'sample_id')}",
         text=f.text(data, "question"),
-        answer_mode="multi" if len(gold) > 1 else "single",
+        answer_mode=ctx.answer_mode,
         options=options,
         gold_letters=gold,
         metadata={

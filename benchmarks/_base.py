@@ -10,15 +10,17 @@ from pathlib import Path
 from clearmed.benchmarks._errors import BenchmarkSourceError
 from clearmed.benchmarks._io import HubSpec, RawRow, hub_rows, read_table
 from clearmed.benchmarks._types import BenchmarkInfo
-from clearmed.signatures.records import Question
+from clearmed.signatures.records import AnswerMode, Question
 
 
 @dataclass(frozen=True)
 class RowContext:
-    """What a row parser may know besides the row: the benchmark name and the split label used in ids."""
+    """What a row parser may know besides the row: the benchmark name, the split label used in ids, and the
+    answer mode every question of the benchmark takes (`BenchmarkInfo.answer_mode`, never the row's gold)."""
 
     benchmark: str
     split: str
+    answer_mode: AnswerMode
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def parse_row(row: RawRow, ctx: RowContext) -> Question:
     return Question(
         id=f"healthbench:{f.text(data, 'prompt_id')}",
         text=turns[-1].content,
-        answer_mode="free_text",
+        answer_mode=ctx.answer_mode,
         conversation=turns,
         rubric=_rubric(data),
         gold_text=ideal_text if isinstance(ideal_text, str) and ideal_text.strip() else None,
@@ -88,7 +88,7 @@ for _name, _file in _FILES.items():
         hub_id=HUB_ID,
         default_split="train",
         splits=["train"],
-        answer_modes=["free_text"],
+        answer_mode="free_text",
         scoring="rubric: per example sum(points met) / sum(positive points), unclipped; the benchmark score "
         "is the mean clipped to [0, 1] (simple-evals calculate_score)",
         notes=f"hub file {_file}",

@@ -25,7 +25,7 @@ INFO = BenchmarkInfo(
     hub_id=HUB_ID,
     default_split="op4_test",
     splits=["op4_test", "op5_test"],
-    answer_modes=["single"],
+    answer_mode="single",
     scoring="accuracy, one gold letter",
     notes="the same 308 questions in both splits; the gold letter may differ between them",
 )
@@ -67,7 +67,7 @@ def parse_row(row: RawRow, ctx: RowContext) -> Question:
     return Question(
         id=f"medbullets:{ctx.split}:{native}",
         text=f.text(data, "question"),
-        answer_mode="single",
+        answer_mode=ctx.answer_mode,
         options=options,
         gold_letters=gold,
         metadata={"link": f.optional_text(data, "link"), "split": ctx.split},

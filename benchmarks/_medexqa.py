@@ -3,6 +3,9 @@ question, A, B, C, D, exp0, exp1, answer. The explanations describe the answer a
 
 Hub: the csv builder with `sep="\\t"` and explicit column names (bare `load_dataset` would take the first
 question as a header). Local: one TSV (specialty from its name) or a directory holding the TSVs.
+
+One answer per question (the authors' prompt asks for "the most suitable one among A, B, C and D" and their
+scorer compares one letter), so every question is `single` and a gold of several letters is a malformed row.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ INFO = BenchmarkInfo(
     hub_id=HUB_ID,
     default_split="test",
     splits=["test", "dev"],
-    answer_modes=["single"],
+    answer_mode="single",
     scoring="accuracy, one gold letter",
 )
 
@@ -84,7 +87,7 @@ def parse_row(row: RawRow, ctx: RowContext) -> Question:
     return Question(
         id=f"medexqa:{group}:{row.index}",
         text=f.text(data, "question"),
-        answer_mode="multi" if len(gold) > 1 else "single",
+        answer_mode=ctx.answer_mode,
         options=options,
         gold_letters=gold,
         metadata={"specialty": specialty},

@@ -29,7 +29,7 @@ def _info(name: str, title: str) -> BenchmarkInfo:
         hub_id=HUB_ID,
         default_split="validation",
         splits=["validation", "train", "test"],
-        answer_modes=["single"],
+        answer_mode="single",
         scoring="accuracy, one gold letter (cop 0-3 -> A-D); the test split is unlabelled (cop = -1)",
         shared_file="medmcqa/validation.jsonl",
     )
@@ -56,7 +56,7 @@ def _parser(single_only: bool) -> ParseRow:
         return Question(
             id=f"medmcqa:{native}",
             text=f.text(data, "question"),
-            answer_mode="single",
+            answer_mode=ctx.answer_mode,
             options=options,
             gold_letters=[f.LETTERS[cop]],
             metadata={

@@ -17,7 +17,7 @@ INFO = BenchmarkInfo(
     hub_id=HUB_ID,
     default_split="test",
     splits=["test", "train"],
-    answer_modes=["single"],
+    answer_mode="single",
     scoring="accuracy, one gold letter (answer_idx)",
     shared_file="medqa/dev.jsonl",
     notes="hub files phrases_no_exclude_{train,test}.jsonl, read with the json builder",
@@ -41,7 +41,7 @@ def parse_row(row: RawRow, ctx: RowContext) -> Question:
     return Question(
         id=f"medqa:{ctx.split}:{native}",
         text=f.text(data, "question"),
-        answer_mode="single",
+        answer_mode=ctx.answer_mode,
         options=options,
         gold_letters=gold,
         metadata={"meta_info": f.optional_text(data, "meta_info"), "row": row.index},

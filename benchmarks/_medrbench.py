@@ -56,7 +56,7 @@ def _parser(task: Task) -> ParseRow:
         return Question(
             id=f"{ctx.benchmark}:{data['pmcid']}",
             text=f"{summary}\n\n{_TASK_LINE[task]}",
-            answer_mode="free_text",
+            answer_mode=ctx.answer_mode,
             gold_text=f.text(case, _GOLD_FIELD[task]),
             metadata={
                 "pmcid": str(data["pmcid"]),
@@ -79,7 +79,7 @@ for _task in ("diagnosis", "treatment"):
         title=f"MedRBench {_task} (free text, PMC case reports)",
         hub_id=None,
         default_split=None,
-        answer_modes=["free_text"],
+        answer_mode="free_text",
         scoring=f"LLM judge, binary Correct/Wrong against the reference {_task} (MedRBench outcome accuracy)",
         shared_file=f"medrbench/{_task}.json",
         notes=f"GitHub MAGIC-AI4Med/MedRBench data/MedRBench/{_UPSTREAM_FILE[_task]}",

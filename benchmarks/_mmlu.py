@@ -76,7 +76,7 @@ def _parser(subjects: tuple[str, ...]) -> ParseRow:
         return Question(
             id=f"mmlu:{subject}:{ctx.split}:{row.index}",
             text=f.text(data, "question"),
-            answer_mode="single",
+            answer_mode=ctx.answer_mode,
             options=options,
             gold_letters=f.gold_in_options(gold, options),
             metadata={"subject": subject},
@@ -93,7 +93,7 @@ def _definition(name: str, title: str, subjects: tuple[str, ...], shared_file: s
         hub_config=",".join(subjects),
         default_split="test",
         splits=["test", "validation", "dev"],
-        answer_modes=["single"],
+        answer_mode="single",
         scoring="accuracy, one gold letter (answer 0-3 -> A-D)",
         shared_file=shared_file,
     )

@@ -23,7 +23,7 @@ INFO = BenchmarkInfo(
     hub_id=HUB_ID,
     default_split="test",
     splits=["test", "validation"],
-    answer_modes=["single"],
+    answer_mode="single",
     scoring="accuracy, one gold letter among up to 10 (A-J)",
     shared_file="mmlu_pro/test_health.jsonl",
     notes="category == 'health' filter; shared also has mmlu_pro/validation.jsonl (all categories)",
@@ -54,7 +54,7 @@ def parse_row(row: RawRow, ctx: RowContext) -> Question:
     return Question(
         id=f"mmlu-pro:{native}",
         text=f.text(data, "question"),
-        answer_mode="single",
+        answer_mode=ctx.answer_mode,
         options=options,
         gold_letters=gold,
         metadata={"src": f.optional_text(data, "src"), "category": category, "split": ctx.split},

@@ -1,8 +1,9 @@
 """NEJM-QA (`nejm-ai-qa/exams`): five specialty CSVs with columns `question` (stem + options "\\nA. ...")
 and `answer` (a letter, or comma-separated letters for multi-answer questions such as "A,C").
 
-`split` is the specialty; without one, all five are loaded. A question whose gold has several letters gets
-`answer_mode="multi"` (scored by exact set equality); one letter gives `single`.
+`split` is the specialty; without one, all five are loaded. Some questions have several correct letters, so
+every question is `multi` (choose one or more), whatever its own gold: the answer mode sets the prompt, and a
+mode taken from the gold would tell the model how many answers are right. Scoring is exact set equality.
 
 Known malformed upstream rows are repaired when the fix is unambiguous (the repair is recorded in
 `metadata["repair"]`): an option introduced as "Third." instead of "C.", one out-of-sequence letter standing
@@ -34,9 +35,9 @@ INFO = BenchmarkInfo(
     hub_id=HUB_ID,
     default_split=None,
     splits=list(SPECIALTIES),
-    answer_modes=["single", "multi"],
-    scoring="exact set equality with the gold letters (multi-answer rows have several); the CLEAR code's "
-    "lenient 'prediction in gold set' is reported separately",
+    answer_mode="multi",
+    scoring="exact set equality with the gold letters (some questions have several; every question is asked as "
+    "choose one or more); the CLEAR code's lenient 'prediction in gold set' is reported separately",
     notes="split = specialty; none = all five. Hub files <specialty>.csv, read with the csv builder",
 )
 
@@ -143,7 +144,7 @@ def parse_row(row: RawRow, ctx: RowContext) -> Question:
     return Question(
         id=f"nejm-qa:{specialty}:{row.index}",
         text=stem,
-        answer_mode="multi" if len(gold) > 1 else "single",
+        answer_mode=ctx.answer_mode,
         options=options,
         gold_letters=gold,
         metadata={"specialty": specialty, "row": row.index, "repair": repair},

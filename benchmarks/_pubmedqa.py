@@ -35,7 +35,7 @@ def _info(name: str, with_context: bool) -> BenchmarkInfo:
         hub_config="pqa_labeled",
         default_split="train",
         splits=["train"],
-        answer_modes=["single"],
+        answer_mode="single",
         scoring="accuracy over A=yes, B=no, C=maybe (final_decision)",
         shared_file="pubmedqa/pqal_dev.json",
         notes="the hub has only a train split (1,000 rows); the official 500-question test set is a PMID list "
@@ -102,7 +102,7 @@ def _parser(with_context: bool) -> ParseRow:
         return Question(
             id=f"{ctx.benchmark}:{pmid}",
             text=question,
-            answer_mode="single",
+            answer_mode=ctx.answer_mode,
             options=dict(OPTIONS),
             context=_context(contexts, labels) if with_context else None,
             gold_letters=[letter],

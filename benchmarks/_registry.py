@@ -53,7 +53,7 @@ _REGISTRY: dict[str, BenchmarkDef] = {
 
 
 def available_benchmarks() -> list[BenchmarkInfo]:
-    """Every registered benchmark: name, hub id, answer modes, scoring protocol, shared file (if any)."""
+    """Every registered benchmark: name, hub id, answer mode, scoring protocol, shared file (if any)."""
     return [definition.info for definition in _REGISTRY.values()]
 
 
@@ -96,7 +96,7 @@ def load_benchmark(
         raise ValueError(f"limit must be >= 0, got {limit}")
     definition = _definition(name)
     opened = definition.open_rows(Path(source).expanduser() if source is not None else None, split)
-    context = RowContext(benchmark=name, split=opened.split)
+    context = RowContext(benchmark=name, split=opened.split, answer_mode=definition.info.answer_mode)
 
     questions: list[Question] = []
     skipped: list[RowIssue] = []

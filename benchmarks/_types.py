@@ -52,6 +52,11 @@ class BenchmarkInfo(_Model):
     `shared_file` is relative to the shared data's `benchmarks/` folder (`../shared/data/benchmarks`), for
     development copies of the same upstream schema; `None` when there is none. `hub_id` is None when the
     benchmark has no hub copy (MedRBench: pass `source=`).
+
+    `answer_mode` is the benchmark's question format, and every question it loads is asked in it. It is never
+    chosen per row from the gold: the mode picks the pathways' instruction ("choose exactly one" / "choose
+    every correct option") and their decoding, so a per-row mode would tell the model how many answers are
+    right. A benchmark whose questions may have several answers is `multi` for every question.
     """
 
     name: str
@@ -60,7 +65,7 @@ class BenchmarkInfo(_Model):
     hub_config: str | None = None
     default_split: str | None = None
     splits: list[str] = Field(default_factory=list)
-    answer_modes: list[AnswerMode]
+    answer_mode: AnswerMode
     scoring: str
     shared_file: str | None = None
     notes: str = ""

@@ -1,19 +1,24 @@
 """Which question ids an optimizer may see, and the guard that keeps them out of any test report.
 
 Compiling sees train and validation ids; tuning sees train ids. Both are written into the artifact
-(`ids.json`), and every later report refuses to call a score on those ids a test score.
+(`ids.json`), and every later report refuses to call a score on those ids a test score. A committed split of a
+benchmark (`docs/splits/`) comes from `seeded_split`, which also keeps a question that the benchmark repeats
+(MMLU asks some questions in two subjects) on one side only.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
+import unicodedata
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.errors import UsageError
+from clearmed.signatures.records import Question
 
 
 class UsedIds(BaseModel):
@@ -113,3 +118,67 @@ def split_ids(
     if not train:
         raise UsageError("no train ids left to tune on")
     return UsedIds(train=train, test=test)
+
+
+def _normalised(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+def question_key(question: Question) -> str:
+    """What makes two rows the same question: the stem and the option texts, compared after Unicode
+    normalisation, case folding and with punctuation and spacing collapsed. The options are compared as a set,
+    since the same question with its options reordered is still answered from memory; the gold is left out,
+    since a repeat is a leak whatever its answer key says."""
+    options = sorted(_normalised(text) for text in (question.options or {}).values())
+    return "\n".join([_normalised(question.text), *options])
+
+
+class SeededSplit(BaseModel):
+    """A committed train/test split: the ids on each side in shuffled order, and the repeats dropped from each
+    side (by where the shuffle put them), each mapped to the id of the copy that was kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    train: list[str]
+    test: list[str]
+    train_repeats: dict[str, str] = Field(default_factory=dict)
+    test_repeats: dict[str, str] = Field(default_factory=dict)
+
+
+def seeded_split(questions: Sequence[Question], *, n_train: int, seed: int = 0) -> SeededSplit:
+    """Shuffle the questions with `seed`; the first `n_train` positions are train and the rest test; then every
+    question that repeats one earlier in that order (`question_key`) is dropped.
+
+    Dropping later copies keeps every unrepeated id where an earlier split without the check put it (same side,
+    same order), so runs on those ids stay comparable. A repeat across the cut always keeps its train copy, since
+    train comes first: train loses only second copies of its own questions, and test only loses questions. No
+    test question repeats a train question, and no question is counted twice on either side.
+    """
+    ids = [question.id for question in questions]
+    if len(set(ids)) != len(ids):
+        raise UsageError("seeded_split: question ids are not unique")
+    if not 0 < n_train < len(ids):
+        raise UsageError(f"seeded_split: n_train must be between 1 and {len(ids) - 1}, got {n_train}")
+    order = list(questions)
+    random.Random(seed).shuffle(order)
+    first_copy: dict[str, str] = {}
+    split = SeededSplit(train=[], test=[])
+    for position, question in enumerate(order):
+        key = question_key(question)
+        on_train = position < n_train
+        if key in first_copy:
+            (split.train_repeats if on_train else split.test_repeats)[question.id] = first_copy[key]
+            continue
+        first_copy[key] = question.id
+        (split.train if on_train else split.test).append(question.id)
+    return split
+
+
+def without_repeats_of(questions: Sequence[Question], held_out: Collection[str]) -> list[Question]:
+    """The questions that are neither held out (by id) nor a repeat of a held-out question (`question_key`): what
+    an optimizer may draw from, so that a question the benchmark repeats cannot carry a held-out one into a demo.
+    A committed split drops such copies from both files (`seeded_split`), so "not a test id" alone would let
+    them back in."""
+    held = {question_key(question) for question in questions if question.id in held_out}
+    return [q for q in questions if q.id not in held_out and question_key(q) not in held]

@@ -18,7 +18,12 @@ stands for that probability, the rest spread evenly over the other options (`gen
 one tuned number is what a generated letter is worth; `clearmed tune --params calibrated_generated` fits it by
 replay on runs recorded with it set. With `[program] stated_confidence` the pathways also state how likely their
 letter is right, and that number, shrunk towards chance by `calibrated_stated_weight` (`--params
-calibrated_stated`), stands for the letter instead (`generated_probability`).
+calibrated_stated`), stands for the letter instead (`generated_probability`), never below chance.
+
+When nothing can be pooled (every pathway generated with no probability set, or a multi-answer or free-text
+question, which this verifier never pools), the deterministic verifier decides: the output records why
+(`VerifierOutput.calibrated_fallback`, `calibrated_fallback`), the program warns once per run
+(`CalibratedFallbackWarning`) and the run summary counts those questions.
 
 needs_more_search: when the pooled probability of the choice is below `calibrated_more_search_below`, the
 verifier asks for one targeted follow-up search, and the live program re-scores the dynamic pathway on its
@@ -44,6 +49,7 @@ from clearmed.signatures.records import (
     PATHWAYS,
     Agreement,
     Answer,
+    CalibratedFallback,
     Candidate,
     Confidence,
     EvidenceBundle,
@@ -58,7 +64,9 @@ from clearmed.signatures.records import (
 from clearmed.signatures.records.routes import AnswerSource
 
 __all__ = [
+    "CalibratedFallbackWarning",
     "CalibratedRoute",
+    "calibrated_fallback",
     "calibrated_verify",
     "confidence_label",
     "generated_distribution",
@@ -157,10 +165,15 @@ def generated_distribution(letters: tuple[str, ...], options: list[str], probabi
 def generated_probability(candidate: Candidate, n_options: int, thresholds: Thresholds) -> float:
     """What a generated letter is worth in the pool: its stated confidence, shrunk towards chance by
     `calibrated_stated_weight` (small models state 0.9 for nearly everything), or, with none stated,
-    `calibrated_generated_probability` (0: the pathway is left out)."""
-    if candidate.stated_confidence is None or n_options < 2:
+    `calibrated_generated_probability` (0: the pathway is left out), never below chance (1/n)."""
+    if n_options < 2:
         return thresholds.calibrated_generated_probability
     chance = 1.0 / n_options
+    if candidate.stated_confidence is None:
+        generated = thresholds.calibrated_generated_probability
+        # Below chance the letter would count against itself: the tuner searches 0.25-0.95, and on 3-option
+        # PubMedQA a generated "A" at 0.3 would leave 0.35 on each other option.
+        return max(generated, chance) if generated > 0.0 else 0.0
     shrunk = chance + thresholds.calibrated_stated_weight * (candidate.stated_confidence - chance)
     return min(max(shrunk, chance), _CEILING)
 
@@ -216,23 +229,37 @@ def high_quality_share(bundle: EvidenceBundle) -> float:
     return quality.n_high / labelled if labelled else 0.0
 
 
+class CalibratedFallbackWarning(UserWarning):
+    """Calibrated mode handed questions to the deterministic verifier (warned once per run; the summary counts)."""
+
+
+def calibrated_fallback(bundle: EvidenceBundle, thresholds: Thresholds) -> CalibratedFallback | None:
+    """Why the calibrated verifier cannot decide this bundle, so the deterministic verifier must; None when it can.
+
+    It pools single-answer distributions only: multi-answer and free-text questions always fall back, and so does
+    a question whose pathways all generated their letters while `calibrated_generated_probability` is 0."""
+    mode = bundle.question.answer_mode
+    if mode == "multi":
+        return "several_answers"
+    if mode == "free_text":
+        return "free_text"
+    return None if pool_inputs(bundle, thresholds) else "nothing_to_pool"
+
+
 def calibrated_verify(
     bundle: EvidenceBundle, agreement: Agreement, thresholds: Thresholds, *, may_search: bool = True
 ) -> tuple[VerifierOutput, RuleId] | None:
-    """The calibrated verifier's output for a single-answer MCQ bundle; None when it cannot decide (no scored
-    pathway, or several answers allowed), so the caller falls back to the deterministic verifier.
+    """The calibrated verifier's output for a single-answer MCQ bundle; None when it cannot decide
+    (`calibrated_fallback` says why), so the caller falls back to the deterministic verifier.
 
     `may_search` is False when the follow-up mechanism is switched off: asking would only end in the
     deterministic fallback, so the verifier decides from what it has."""
-    question = bundle.question
-    if question.answer_mode != "single":
+    if calibrated_fallback(bundle, thresholds) is not None:
         return None
     answers: dict[PathwayName, tuple[str, ...] | None] = {
         c.pathway: c.answer.letters if c.answer is not None else None for c in bundle.candidates
     }
     distributions = pool_inputs(bundle, thresholds)
-    if not distributions:
-        return None
     high_share = high_quality_share(bundle)
     weights: dict[PathwayName, float] = {
         "parametric": thresholds.calibrated_parametric_weight,

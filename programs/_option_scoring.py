@@ -20,8 +20,12 @@ Either way the backbone's next-token distribution over the option letters is rea
 
 - single answer: the letters' probabilities, renormalised; the answer is the most probable letter;
 - several answers allowed: a per-option probability, P("yes") to "is option X one of the correct answers?"
-  asked after the same prompt (the prompt prefix is shared, so each option costs only its short tail); the
-  answer is every option at or above one half, or the most probable one if none is.
+  asked at the end of the same prompt's last user turn (the prompt prefix is shared, so each option costs only its
+  short tail); the answer is every option at or above one half, or the most probable one if none is. The question
+  is asked where its answer is the next token: in the chat format the assistant turn is opened up to the answer
+  marker, as for a single answer (DSPy's format tells the model to start with ``[[ ## answer ## ]]``, so an
+  unopened turn would be read at ``[[``); in the plain format the reply itself is the answer. "yes" and "no" are
+  read in every case and spacing ("Yes", " No" ...: `clearmed.backbones.scoring.spellings`).
 
 Scores are cached like generated answers: under DSPy's cache (memory and disk), keyed by the model, the scored
 messages and the options, whenever the LM caches its own calls. A program that shares a prompt with an earlier
@@ -52,7 +56,8 @@ ANSWER_MARKER: Final = "[[ ## answer ## ]]\n"
 PLAIN_ANSWER_INSTRUCTION: Final = "Answer with the letter of the correct option only."
 _YES_NO: Final = ("yes", "no")
 # Part of every cache key: bump it when what a scoring pass computes changes, so old entries are not served.
-_CACHE_KIND: Final = "clearmed.option_scores/v1"
+# v2: P(yes) read after the answer marker in the chat format, summed over yes/Yes/YES (and no ...).
+_CACHE_KIND: Final = "clearmed.option_scores/v2"
 
 
 def answer_first(signature: type[dspy.Signature], *, evidence_first: bool = False) -> type[dspy.Signature]:
@@ -185,7 +190,7 @@ def _score(
     tokens = 0
     for letter, text in (question.options or {}).items():
         asked = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + _option_question(letter, text)}]
-        result = scorer.score_next_token(asked, "", list(_YES_NO))
+        result = scorer.score_next_token(asked, prefix, list(_YES_NO))
         probs[letter] = round(result.distribution()["yes"], 6)
         tokens += result.prompt_tokens
     likely = tuple(sorted(letter for letter, p in probs.items() if p >= 0.5))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextvars
+import threading
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -10,7 +12,12 @@ import dspy
 
 from clearmed.programs._agreement import CandidateAgreement
 from clearmed.programs._assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
-from clearmed.programs._calibrated import calibrated_verify, rescorable
+from clearmed.programs._calibrated import (
+    CalibratedFallbackWarning,
+    calibrated_fallback,
+    calibrated_verify,
+    rescorable,
+)
 from clearmed.programs._input_budget import over_budget, refused_decision
 from clearmed.programs._pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs._quality import SourceQualityAssessor
@@ -29,6 +36,7 @@ from clearmed.signatures.records import (
     Agreement,
     Answer,
     AuditAssessment,
+    CalibratedFallback,
     Decision,
     EvidenceBundle,
     FollowUpRound,
@@ -40,6 +48,10 @@ from clearmed.signatures.records import (
     VerifierOutput,
 )
 
+# Guards each program's once-per-run warning flag when questions run on several threads (a module-level lock: a
+# lock attribute would not survive the deep copies DSPy's optimizers make of a program).
+_WARN_LOCK = threading.Lock()
+
 
 class LiveActions:
     """AdjudicationActions backed by the program's LM modules and web search."""
@@ -49,13 +61,19 @@ class LiveActions:
 
     def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
         settings = self.program.settings
+        fallback: CalibratedFallback | None = None
         if settings.verifier_mode == "calibrated":  # no LM call; replay recomputes it the same way
             calibrated = calibrated_verify(
                 bundle, agreement, self.program.thresholds, may_search=settings.enable_followup
             )
             if calibrated is not None:
                 return calibrated
+            fallback = calibrated_fallback(bundle, self.program.thresholds)
+            if fallback is not None:
+                self.program.warn_calibrated_fallback(fallback)
         result: VerifierResult = self.program.verifier(bundle=bundle, agreement=agreement)
+        if fallback is not None:  # the deterministic verifier decided in calibrated mode: the record says why
+            return result.output.model_copy(update={"calibrated_fallback": fallback}), result.rule
         return result.output, result.rule
 
     def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
@@ -118,6 +136,23 @@ class CLEAR(dspy.Module):
         # the thresholds' quality gate rescores pages (programs.quality_gate).
         self.quality_priors = quality_priors
         self.program_name = "clear"
+        # Run-level: a program evaluates one run's questions, and says once that calibrated mode fell back.
+        self.calibrated_fallback_warned = False
+
+    def warn_calibrated_fallback(self, reason: CalibratedFallback) -> None:
+        """Once per run (per program): calibrated mode left a question to the deterministic verifier."""
+        with _WARN_LOCK:
+            if self.calibrated_fallback_warned:
+                return
+            self.calibrated_fallback_warned = True
+        warnings.warn(
+            f"verifier_mode = 'calibrated' fell back to the deterministic (heuristic) verifier ({reason}): "
+            "multi-answer and free-text questions, and questions whose pathways generated their letters "
+            "(no log-probabilities, calibrated_generated_probability 0), are routed without pooling; warned once "
+            "per run, the run summary counts them",
+            CalibratedFallbackWarning,
+            stacklevel=2,
+        )
 
     # ------------------------------------------------------------------------------------------ pathways
 

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 
 def _select(args: argparse.Namespace):  # -> (benchmark set, train questions, val questions)
-    """train + val questions drawn with the seed, none of them among --exclude-ids, MCQ with gold only."""
+    """train + val questions drawn with the seed, none of them among --exclude-ids or a repeat of one, MCQ with gold
+    only."""
     from clearmed.commands.evaluate import _load_questions
-    from clearmed.optimize.splits import read_id_file
+    from clearmed.optimize.splits import read_id_file, without_repeats_of
 
     if args.train < 1 or args.val < 1:
         raise UsageError("--train and --val must both be at least 1")
@@ -37,7 +38,7 @@ def _select(args: argparse.Namespace):  # -> (benchmark set, train questions, va
         ids=None,
     )
     bench = _load_questions(loader)
-    usable = [q for q in bench.questions if q.is_mcq and q.gold_letters and q.id not in excluded]
+    usable = [q for q in without_repeats_of(bench.questions, excluded) if q.is_mcq and q.gold_letters]
     if len(bench.questions) and not any(q.is_mcq for q in bench.questions):
         raise UsageError(f"{args.benchmark}: compile needs multiple-choice questions with gold letters")
     if len(usable) < wanted:

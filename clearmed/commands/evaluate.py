@@ -209,9 +209,9 @@ def list_benchmarks(args: argparse.Namespace) -> int:
     from clearmed.benchmarks import available_benchmarks
 
     table = Table(title="Benchmarks", title_justify="left")
-    for column in ("name", "hub id", "modes", "scoring", "shared file"):
+    for column in ("name", "hub id", "mode", "scoring", "shared file"):
         table.add_column(column, overflow="fold")
     for info in available_benchmarks():
-        table.add_row(info.name, info.hub_id or "-", ", ".join(info.answer_modes), info.scoring, info.shared_file or "")
+        table.add_row(info.name, info.hub_id or "-", info.answer_mode, info.scoring, info.shared_file or "")
     Console().print(table)
     return 0

@@ -23,6 +23,7 @@ from clearmed.metrics import (
     judge_table,
     mcnemar_exact_p,
 )
+from clearmed.signatures.records import Decision
 
 
 class CostSummary(BaseModel):
@@ -79,6 +80,10 @@ class RunSummary(BaseModel):
     rubric: RubricSummary | None = None
     search_plan_stops: dict[str, int] = {}
     mean_search_rounds: float | None = None
+    # verifier_mode = "calibrated": the questions it was asked to decide, and, by reason, those it left to the
+    # deterministic verifier (`VerifierOutput.calibrated_fallback`; zero and empty in other modes).
+    calibrated_questions: int = 0
+    calibrated_fallbacks: dict[str, int] = {}
 
 
 def _route(record: EvalRecord) -> str:
@@ -87,6 +92,21 @@ def _route(record: EvalRecord) -> str:
 
 def _mean(values: Sequence[float]) -> float:
     return round(statistics.fmean(values), 3) if values else 0.0
+
+
+def _calibrated_counts(decisions: Sequence[Decision]) -> tuple[int, dict[str, int]]:
+    """Questions the calibrated verifier was asked to decide, and those it left to the deterministic verifier, by
+    the first reason recorded (a question counts once however many verifier rounds it had)."""
+    asked = 0
+    fallbacks: Counter[str] = Counter()
+    for decision in decisions:
+        outputs = decision.verifier_outputs
+        reasons = [o.calibrated_fallback for o in outputs if o.calibrated_fallback is not None]
+        if reasons or any(o.mode == "calibrated" for o in outputs):
+            asked += 1
+        if reasons:
+            fallbacks[reasons[0]] += 1
+    return asked, dict(fallbacks)
 
 
 def summarize(
@@ -122,6 +142,7 @@ def summarize(
     if leaks is None:
         leaks = [audit_leakage(d.bundle.question, d) for d in decisions]
     plans = [p for d in decisions if (p := d.bundle.candidate("dynamic").search_plan) is not None]
+    calibrated_questions, calibrated_fallbacks = _calibrated_counts(decisions)
     leak_kinds = Counter("local" if leak.passage_id.startswith("L") else "web" for r in leaks for leak in r.leaks)
     return RunSummary(
         program=manifest.program,
@@ -156,6 +177,8 @@ def summarize(
         rubric=healthbench_summary(grades, seed=seed) if grades else None,
         search_plan_stops=dict(Counter(plan.stop_reason for plan in plans)),
         mean_search_rounds=_mean([len(plan.rounds) for plan in plans]) if plans else None,
+        calibrated_questions=calibrated_questions,
+        calibrated_fallbacks=calibrated_fallbacks,
     )
 
 
@@ -226,6 +249,8 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
                 parts.append(_calibration_markdown(worth))
         if s.judge:
             parts.append(f"\n### Option-wise judge: {name} on {s.benchmark}\n\n{judge_table(s.judge)}\n")
+        if s.calibrated_questions:
+            parts.append(f"\n### Calibrated verifier: {name} on {s.benchmark}\n\n{calibrated_fallback_line(s)}\n")
         if s.search_plan_stops:
             stops = ", ".join(f"{reason} {count}" for reason, count in sorted(s.search_plan_stops.items()))
             parts.append(
@@ -233,6 +258,16 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
                 f"stopped by {stops}\n"
             )
     return "".join(parts)
+
+
+def calibrated_fallback_line(summary: RunSummary) -> str:
+    """How often calibrated mode was the deterministic verifier in disguise, and why."""
+    fell_back = sum(summary.calibrated_fallbacks.values())
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.calibrated_fallbacks.items()))
+    return (
+        f"calibrated verifier fell back to the deterministic (heuristic) verifier: {fell_back} of "
+        f"{summary.calibrated_questions} questions" + (f" ({reasons})" if reasons else "")
+    )
 
 
 def _routes_markdown(worth: PathwayWorth) -> str:

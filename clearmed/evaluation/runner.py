@@ -2,7 +2,9 @@
 
 The question list is fixed in the manifest when the folder is created, so a resumed run evaluates exactly
 the questions it started with; finished questions are never recomputed. Questions run one at a time or on
-`run.num_threads` threads (for remote backends); each line is appended the moment its question finishes.
+`run.num_threads` threads (for remote backends); each line is appended the moment its question finishes. A question
+whose record would not load back is reported and not written, and a line that cannot be read counts as not done:
+either way the run goes on and a resume redoes that question.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from clearmed import __version__
 from clearmed.config import ClearmedConfig
-from clearmed.evaluation.store import EvalRecord, RunManifest, RunStore, RunStoreError, read_records
+from clearmed.evaluation.store import (
+    UNREADABLE,
+    EvalRecord,
+    RunManifest,
+    RunStore,
+    RunStoreError,
+    UnwritableRecordError,
+    read_records,
+)
 from clearmed.metrics import QuestionScore, score_decision
 from clearmed.signatures.records import AdjudicationStep, Decision, EvidenceBundle, Question
 
@@ -186,10 +196,19 @@ def run_evaluation(
     console = console or Console(stderr=True)
     with RunStore(spec.run_dir) as store:
         manifest = open_run(store, spec, config)
-        torn = store.repair_torn_tail()
-        if torn:
-            console.print(f"[yellow]repaired a torn last line ({torn} bytes) left by an interrupted run[/]")
-        done = {record.question_id: record for record in read_records(spec.run_dir)}
+        scan = store.set_aside_unreadable()  # a torn last line of a killed run, or a damaged line: redone below
+        if scan.skipped:
+            first = scan.skipped[0]
+            more = f" and {len(scan.skipped) - 1} more" if len(scan.skipped) > 1 else ""
+            console.print(
+                f"{len(scan.skipped)} unreadable line{'s' if len(scan.skipped) > 1 else ''} moved to "
+                f"{spec.run_dir / UNREADABLE}, their questions redone "
+                f"({first.describe()}{more})",
+                style="yellow",
+                markup=False,
+                highlight=False,
+            )
+        done = {record.question_id: record for record in scan.records}
         by_id = {q.id: q for q in spec.questions}
         order = {qid: index for index, qid in enumerate(manifest.question_ids)}
         todo = [by_id[qid] for qid in manifest.question_ids if qid not in done]
@@ -197,7 +216,7 @@ def run_evaluation(
             todo = todo[:stop_after]
         running = _Running(list(done.values()))
 
-        def evaluate(question: Question) -> EvalRecord:
+        def evaluate(question: Question) -> EvalRecord | None:
             started = time.perf_counter()
             try:
                 decision = program(question=question).decision
@@ -213,7 +232,11 @@ def run_evaluation(
                 seconds=round(seconds, 3),
                 finished=datetime.now(UTC).isoformat(timespec="seconds"),
             )
-            store.append(record)
+            try:
+                store.append(record)
+            except UnwritableRecordError as err:  # reported and left undone: the run goes on, a resume redoes it
+                console.print(str(err), style="red", markup=False, highlight=False)
+                return None
             running.add(record)
             return record
 
@@ -243,9 +266,9 @@ def run_evaluation(
 
 
 def _evaluate_threaded(
-    todo: Sequence[Question], evaluate: Callable[[Question], EvalRecord], threads: int, tick: Callable[[], None]
+    todo: Sequence[Question], evaluate: Callable[[Question], EvalRecord | None], threads: int, tick: Callable[[], None]
 ) -> None:
-    pending: set[Future[EvalRecord]] = set()
+    pending: set[Future[EvalRecord | None]] = set()
     queue = list(reversed(todo))
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clearmed-eval") as pool:
         while queue or pending:

@@ -1,9 +1,15 @@
 """A run folder: the manifest, one JSONL line per finished question, and the lock that guards them.
 
 Lines are appended with a single write and fsynced as each question finishes, so a killed run loses at most
-the question in flight. On reopening, a torn last line (the kill landed mid-write) is cut off and that
-question is simply redone; a damaged line anywhere else is reported, never silently dropped. Two processes
-can never write one folder: the second is refused while the first holds the lock.
+the question in flight. A record is validated as it will be read back before it is written (`writable_line`), so
+a record that would not load (a NaN written as null) is refused for its question and never reaches the file.
+
+Reading skips any line that is not a valid record, whether torn (a kill landed mid-write: no newline after it) or
+damaged (anywhere else), with one warning naming the file and the line (`UnreadableResultWarning`) and a count
+(`scan_results`): one bad line never stops a run from being read, and its question counts as not done. A resume
+moves such lines to results.unreadable.jsonl (`set_aside_unreadable`: a torn tail must go before the next append,
+and a damaged line goes the same way) and redoes their questions. Two processes can never write one folder: the
+second is refused while the first holds the lock.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ import fcntl
 import json
 import os
 import threading
+import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,11 +30,20 @@ from clearmed.signatures.records import Decision
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
+UNREADABLE = "results.unreadable.jsonl"  # lines set aside on resume: not valid records, kept for inspection
 LOCK = ".lock"
 
 
 class RunStoreError(Exception):
     """The run folder cannot be used as asked (locked, mismatched, damaged)."""
+
+
+class UnwritableRecordError(RunStoreError):
+    """A question's record would not load back as written: it is not written, and a resume redoes the question."""
+
+
+class UnreadableResultWarning(UserWarning):
+    """A line of results.jsonl that is not a valid record was skipped (its question counts as not done)."""
 
 
 class RunManifest(BaseModel):
@@ -127,27 +144,35 @@ class RunStore:
 
     # ----------------------------------------------------------------------------------------- results
 
-    def repair_torn_tail(self) -> int:
-        """Cut a last line that a kill left without its newline; return the bytes removed."""
-        path = self.results_path
-        if not path.exists():
-            return 0
-        size = path.stat().st_size
-        if size == 0:
-            return 0
-        with path.open("rb+") as handle:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) == b"\n":
-                return 0
-            data = path.read_bytes()
-            keep = data.rfind(b"\n") + 1
-            handle.truncate(keep)
+    def set_aside_unreadable(self) -> ResultsScan:
+        """Move every line that is not a valid record out of results.jsonl into results.unreadable.jsonl, and return
+        the valid records and the lines moved (their questions count as not done: the run redoes them).
+
+        A torn last line is one such line: left in place, the next append would continue it. The lines are kept,
+        never dropped; the results file is replaced in one rename, so a kill leaves either file whole."""
+        if self._lock_handle is None:
+            raise RunStoreError(f"{self.directory}: open the run store (with RunStore(...)) before repairing it")
+        scan = _scan(self.results_path)
+        if not scan.skipped:
+            return scan
+        moved = {line.number for line in scan.skipped}
+        lines = self.results_path.read_bytes().split(b"\n")
+        kept = b"".join(raw + b"\n" for number, raw in enumerate(lines, start=1) if raw.strip() and number not in moved)
+        with (self.directory / UNREADABLE).open("ab") as aside:
+            aside.write(b"".join(line.raw + b"\n" for line in scan.skipped))
+            aside.flush()
+            os.fsync(aside.fileno())
+        temporary = self.results_path.with_suffix(".jsonl.tmp")
+        with temporary.open("wb") as handle:
+            handle.write(kept)
             handle.flush()
             os.fsync(handle.fileno())
-            return size - keep
+        os.replace(temporary, self.results_path)
+        return scan
 
     def append(self, record: EvalRecord) -> None:
-        line = (record.model_dump_json() + "\n").encode("utf-8")
+        """Append one record as one fsynced line; `UnwritableRecordError` (nothing written) if it would not load."""
+        line = writable_line(record)
         with self._write_lock:
             handle = os.open(self.results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -159,19 +184,81 @@ class RunStore:
                 os.close(handle)
 
 
-def read_records(directory: Path) -> Iterator[EvalRecord]:
-    """Every complete record of a run folder (a torn last line is ignored, a damaged middle line is not)."""
-    path = directory / RESULTS
+def _first_error(err: ValidationError) -> str:
+    """One line for a validation error: where the first problem is, what it is, and how many more there are."""
+    first = err.errors()[0]
+    more = err.error_count() - 1
+    return f"{'.'.join(map(str, first['loc']))}: {first['msg']}" + (f" (and {more} more)" if more else "")
+
+
+def writable_line(record: EvalRecord) -> bytes:
+    """The record's JSONL line, once it has passed the validation `read_records` will apply to it.
+
+    Two round trips: through Python, which refuses what the record's own constraints refuse but a `model_copy`
+    let in (a NaN probability), and through the JSON line itself, where a NaN becomes null."""
+    try:
+        EvalRecord.model_validate(record.model_dump())
+        text = record.model_dump_json()
+        EvalRecord.model_validate_json(text)
+    except ValidationError as err:
+        raise UnwritableRecordError(
+            f"{record.question_id}: its record would not load back ({_first_error(err)}), so it is not written "
+            "and a resume redoes the question"
+        ) from None
+    return (text + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A line of results.jsonl that is not a valid record: torn (the last line, with no newline after it: a write
+    cut short) or damaged."""
+
+    path: Path
+    number: int
+    torn: bool
+    reason: str
+    raw: bytes = field(repr=False)
+
+    def describe(self) -> str:
+        kind = "torn last line (an interrupted write)" if self.torn else "damaged line"
+        return f"{self.path}:{self.number}: {kind} skipped, its question counts as not done: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ResultsScan:
+    """Every valid record of a run folder, in file order, and the lines skipped."""
+
+    records: list[EvalRecord]
+    skipped: list[SkippedLine]
+
+
+def _scan(path: Path) -> ResultsScan:
+    """The one reading of results.jsonl: valid records kept, every other line skipped, torn or damaged alike."""
     if not path.exists():
-        return
+        return ResultsScan([], [])
     lines = path.read_bytes().split(b"\n")
-    last = len(lines) - 1
-    for number, raw in enumerate(lines, start=1):
+    last = len(lines) - 1  # the piece after the final newline: empty unless a write was cut short
+    records: list[EvalRecord] = []
+    skipped: list[SkippedLine] = []
+    for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            yield EvalRecord.model_validate(json.loads(raw))
-        except (ValueError, ValidationError) as err:
-            if number - 1 == last:  # no newline after it: a torn tail, redone on resume
-                return
-            raise RunStoreError(f"{path}:{number}: damaged result line: {str(err).splitlines()[0]}") from None
+            records.append(EvalRecord.model_validate(json.loads(raw)))
+        except (ValueError, ValidationError) as err:  # JSON errors are ValueErrors too
+            reason = _first_error(err) if isinstance(err, ValidationError) else str(err).splitlines()[0]
+            skipped.append(SkippedLine(path=path, number=index + 1, torn=index == last, reason=reason, raw=raw))
+    return ResultsScan(records, skipped)
+
+
+def scan_results(directory: Path) -> ResultsScan:
+    """Read results.jsonl: every valid record, and each line that is not one skipped with one warning."""
+    scan = _scan(directory / RESULTS)
+    for line in scan.skipped:
+        warnings.warn(line.describe(), UnreadableResultWarning, stacklevel=2)
+    return scan
+
+
+def read_records(directory: Path) -> Iterator[EvalRecord]:
+    """Every valid record of a run folder; a line that is not one is skipped with a warning (`scan_results`)."""
+    yield from scan_results(directory).records

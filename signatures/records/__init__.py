@@ -33,6 +33,7 @@ from clearmed.signatures.records.base import (
 )
 from clearmed.signatures.records.candidates import (
     Agreement,
+    CalibratedFallback,
     Candidate,
     EvidenceBundle,
     FollowUpRound,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, FiniteFloat
 
 from clearmed.signatures.records.base import Confidence, PathwayName, Record
 from clearmed.signatures.records.evidence import Passage, SourceQuality
@@ -20,12 +20,13 @@ class OptionScores(Record):
 
     Single answer: the letters' probabilities, summing to one, and `letter_mass`, the probability the model put
     on the letters at all before renormalising (low: it wanted to write prose). Several answers allowed
-    (`per_option`): each option's own probability of being correct, not summing to one.
+    (`per_option`): each option's own probability of being correct, not summing to one. Probabilities are finite:
+    a NaN would be written as null and the record would not load again.
     """
 
-    probs: dict[str, float]
+    probs: dict[str, FiniteFloat]
     letters: tuple[str, ...]
-    letter_mass: float | None = None
+    letter_mass: FiniteFloat | None = None
     per_option: bool = False
 
 
@@ -127,6 +128,12 @@ class Agreement(Record):
     method: Literal["letters", "normaliser", "lm"] = "letters"
 
 
+# Why the calibrated verifier could not decide a question, so the deterministic verifier did: several answers
+# allowed or free text (it pools single-answer distributions only), or nothing to pool (every pathway generated its
+# letter, a backbone without log-probabilities, and calibrated_generated_probability is 0).
+CalibratedFallback = Literal["several_answers", "free_text", "nothing_to_pool"]
+
+
 class VerifierOutput(Record):
     """o = V(B): preliminary answer, route, rationale and a confidence signal (not a probability)."""
 
@@ -137,5 +144,7 @@ class VerifierOutput(Record):
     mode: Literal["lm", "heuristic", "calibrated"] = "lm"
     raw_answer: str | None = None
     # calibrated mode: the pooled probability of each option (the route follows from it and the candidates)
-    pooled: dict[str, float] | None = None
+    pooled: dict[str, FiniteFloat] | None = None
     error: StepError | None = None
+    # calibrated mode, when the deterministic verifier decided instead (mode "heuristic"): why
+    calibrated_fallback: CalibratedFallback | None = None

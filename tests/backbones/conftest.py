@@ -1,18 +1,60 @@
-"""Fakes for the backbone tests: a llama.cpp stand-in and a clean model registry per test."""
+"""Fakes for the backbone tests: a llama.cpp stand-in, Qwen2.5's chat template as vLLM applies it, and a clean
+model registry per test."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+import jinja2.sandbox
 import pytest
 
 from clearmed.backbones import llama_runtime
 from clearmed.backbones.llama_runtime import LlamaLoadArgs, SharedModel, fallback_token_counter
 
 CHAT_REPLY = "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
+
+# Qwen2.5-Instruct's own chat template, verbatim (tokenizer_config.json's chat_template; the same text llama.cpp
+# vendors as models/templates/Qwen-Qwen2.5-7B-Instruct.jinja), compiled as transformers compiles templates.
+QWEN2_5_CHAT_TEMPLATE = (Path(__file__).parent / "fixtures" / "qwen2_5_instruct_chat_template.jinja").read_text()
+_QWEN2_5 = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(
+    QWEN2_5_CHAT_TEMPLATE
+)
+
+
+class ChatTemplateError(ValueError):
+    """A request vLLM refuses (HTTP 400) before any token is computed."""
+
+
+def render_as_vllm(
+    messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final_message: bool = False
+) -> str:
+    """The prompt vLLM builds for a chat request on Qwen2.5-Instruct (transformers' ``apply_chat_template``).
+
+    - ``continue_final_message`` with ``add_generation_prompt`` -> 400 (vLLM's request validation);
+    - ``continue_final_message`` without a final assistant message -> 400 (stricter than vLLM, which would
+      continue the user's turn: the scorer must never ask for that);
+    - ``continue_final_message``: the chat is rendered and cut right after the final message's content, so the
+      prompt ends inside the open assistant turn; trailing whitespace the template kept stays (transformers'
+      rule). An empty final message is "found" at the very end, after its ``<|im_end|>\n``: nothing is cut.
+    - ``add_generation_prompt``: the template appends ``<|im_start|>assistant\n``.
+    """
+    if continue_final_message and add_generation_prompt:
+        raise ChatTemplateError("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+    if continue_final_message and (not messages or messages[-1]["role"] != "assistant"):
+        raise ChatTemplateError("continue_final_message needs a final assistant message")
+    rendered = _QWEN2_5.render(messages=list(messages), tools=None, add_generation_prompt=add_generation_prompt)
+    if continue_final_message:
+        final = messages[-1]["content"]
+        if final.strip() not in rendered:
+            raise ChatTemplateError("continue_final_message is set but the final message does not appear in the chat")
+        at = rendered.rindex(final.strip())
+        kept = final.lstrip() if rendered[at : at + len(final.lstrip())] == final else final.strip()
+        rendered = rendered[: at + len(kept)]
+    return rendered
 
 
 class FakeLlama:

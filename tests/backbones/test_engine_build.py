@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -22,6 +24,18 @@ ICELAKE_SYSTEM_INFO = (
     "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
     "AVX512_VBMI = 1 | AVX512_VNNI = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
 )
+# Processor 0 of /proc/cpuinfo on two ARM servers: Graviton2 (Neoverse N1) and Graviton3 (Neoverse V1, with SVE).
+GRAVITON2 = (
+    "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp "
+    "asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+    "CPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\n"
+)
+GRAVITON3 = (
+    "processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp "
+    "asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm "
+    "ssbs paca pacg dcpodp svei8mm svebf16 i8mm bf16 dgh rng\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+    "CPU variant\t: 0x1\nCPU part\t: 0xd40\nCPU revision\t: 1\n\n"
+)
 
 
 def options(args: list[str]) -> dict[str, str]:
@@ -35,6 +49,7 @@ def flags(text: str) -> frozenset[str]:
 def test_cpu_flags_reads_the_first_processor() -> None:
     assert flags("avx2 fma") == {"avx2", "fma"}
     assert eb.cpu_flags("no flags line here") == frozenset()
+    assert {"asimd", "asimddp"} <= eb.cpu_flags(GRAVITON2)  # ARM calls them Features
 
 
 def test_amx_cpu_gets_avx512_and_vnni_but_never_amx() -> None:
@@ -51,11 +66,83 @@ def test_avx2_only_cpu_gets_no_avx512() -> None:
     assert opts["GGML_AVX512"] == opts["GGML_AVX512_VNNI"] == opts["GGML_AVX512_VBMI"] == "OFF"
 
 
-def test_avx512_needs_every_subset_ggml_compiles_with() -> None:
-    # Knights Landing has AVX-512F/CD but not VL/DQ/BW; -mavx512bw code would crash there.
-    opts = options(eb.cmake_args("x86_64", "Linux", flags(f"{BASE} avx512f avx512cd avx512_vnni")))
-    assert opts["GGML_AVX512"] == "OFF"
-    assert opts["GGML_AVX512_VNNI"] == "ON"  # ggml only adds it inside an AVX512 build
+def test_avx512_sub_options_need_the_whole_avx512_base_set() -> None:
+    # Knights Landing has AVX-512F/CD but not VL/DQ/BW (-mavx512bw code would crash there), and a VM can mask
+    # VL/DQ/BW the same way while passing VBMI/VNNI/BF16 through. With GCC and Clang each sub-option compiles
+    # AVX-512 code of its own, so none may be on without the base set.
+    masked = options(
+        eb.cmake_args("x86_64", "Linux", flags(f"{BASE} avx512f avx512cd avx512vbmi avx512_vnni avx512_bf16"))
+    )
+    assert masked["GGML_AVX512"] == "OFF"
+    assert masked["GGML_AVX512_VBMI"] == masked["GGML_AVX512_VNNI"] == masked["GGML_AVX512_BF16"] == "OFF"
+    # With the base set, each sub-option follows its own flag.
+    icelake = options(eb.cmake_args("x86_64", "Linux", flags(ICELAKE)))
+    assert icelake["GGML_AVX512"] == icelake["GGML_AVX512_VBMI"] == icelake["GGML_AVX512_VNNI"] == "ON"
+    assert icelake["GGML_AVX512_BF16"] == "OFF"
+
+
+# ggml-cpu's build rules inside the llama-cpp-python sdist, and the /proc/cpuinfo flag of each x86 -m flag.
+GGML_CPU_CMAKE = "vendor/llama.cpp/ggml/src/ggml-cpu/CMakeLists.txt"
+SDIST_NAME = f"llama_cpp_python-{eb.ENGINE_VERSION}"
+GCC_FLAG_CPU = {
+    "-msse4.2": "sse4_2", "-mavx": "avx", "-mf16c": "f16c", "-mfma": "fma", "-mavx2": "avx2", "-mbmi2": "bmi2",
+    "-mavxvnni": "avx_vnni", "-mavx512f": "avx512f", "-mavx512cd": "avx512cd", "-mavx512vl": "avx512vl",
+    "-mavx512dq": "avx512dq", "-mavx512bw": "avx512bw", "-mavx512vbmi": "avx512vbmi",
+    "-mavx512vnni": "avx512_vnni", "-mavx512bf16": "avx512_bf16",
+    "-mamx-tile": "amx_tile", "-mamx-int8": "amx_int8", "-mamx-bf16": "amx_bf16",
+}  # fmt: skip
+
+
+def vendored_ggml_cpu_cmake() -> str | None:
+    """ggml-cpu's CMakeLists.txt from the pinned sdist, or None when no copy is at hand.
+
+    Looked for in $CLEARMED_ENGINE_SOURCE (the sdist, its unpacked tree, or a folder holding either), then in
+    ``<cache>/engine-source`` (``pip download --no-deps --no-binary :all: llama-cpp-python==<pin> -d`` there).
+    """
+    places = [os.environ.get("CLEARMED_ENGINE_SOURCE", ""), str(eb.default_cache_root() / "engine-source")]
+    for place in filter(None, places):
+        root = Path(place).expanduser()
+        for tree in (root, root / SDIST_NAME):
+            if (tree / GGML_CPU_CMAKE).is_file():
+                return (tree / GGML_CPU_CMAKE).read_text(encoding="utf-8")
+        for sdist in (root, root / f"{SDIST_NAME}.tar.gz"):
+            if sdist.is_file() and tarfile.is_tarfile(sdist):
+                with tarfile.open(sdist) as tar:
+                    for member in tar:  # streams: stops at the file instead of listing 70 MB of members
+                        if member.name == f"{SDIST_NAME}/{GGML_CPU_CMAKE}":
+                            content = tar.extractfile(member)
+                            return content.read().decode("utf-8") if content else None
+    return None
+
+
+def gcc_arch_flags(cmake: str) -> dict[str, list[str]]:
+    """GGML option -> the -m flags ggml's x86 rules pass to GCC and Clang when GGML_NATIVE is off."""
+    x86 = cmake.split('GGML_SYSTEM_ARCH STREQUAL "x86"', 1)[1]
+    gcc = x86.split("list(APPEND ARCH_FLAGS -march=native)", 1)[1].split("if (GGML_BACKEND_DL)", 1)[0]
+    return {
+        option: re.findall(r"list\(APPEND ARCH_FLAGS (-m[\w.-]+)\)", body)
+        for option, body in re.findall(r"if \((GGML_\w+)\)(.*?)endif\(\)", gcc, re.DOTALL)
+    }
+
+
+def test_the_gating_covers_what_the_vendored_ggml_compiles_for_gcc() -> None:
+    cmake = vendored_ggml_cpu_cmake()
+    if cmake is None:
+        pytest.skip(
+            f"no {eb.ENGINE_REQUIREMENT} sdist; fetch it with: pip download --no-deps --no-binary :all: "
+            f"{eb.ENGINE_REQUIREMENT} -d {eb.default_cache_root() / 'engine-source'}"
+        )
+    rules = gcc_arch_flags(cmake)
+    needs = dict(eb._X86_OPTIONS)
+    assert set(needs) | set(eb._AMX_OPTIONS) <= set(rules), "ggml's GCC rules changed shape"
+    base = {GCC_FLAG_CPU[flag] for flag in rules["GGML_AVX512"]}
+    assert base == set(needs["GGML_AVX512"])
+    for option, cpu in needs.items():
+        compiled = {GCC_FLAG_CPU[flag] for flag in rules[option]}
+        assert compiled <= set(cpu), f"{option} compiles {compiled} but is gated on {cpu}"
+        if option != "GGML_AVX512" and any(flag.startswith("-mavx512") for flag in rules[option]):
+            # Its -mavx512* flag has a block of its own, outside GGML_AVX512's: GGML_AVX512=OFF does not hold it back.
+            assert base <= set(cpu), f"{option} compiles AVX-512 code on its own but does not need {base}"
 
 
 def test_every_x86_option_is_stated_explicitly() -> None:
@@ -168,6 +255,60 @@ def test_ensure_engine_builds_without_pips_cache_then_reuses_its_own(
     eb.ensure_engine(cache_root=tmp_path)
     assert not any("wheel" in command for command, _ in recorder.commands)
     assert any("--force-reinstall" in command for command, _ in recorder.commands)
+
+
+def build_dir_on(monkeypatch: pytest.MonkeyPatch, cache: Path, machine: str, cpuinfo: str) -> Path:
+    """The folder `ensure_engine` keeps its wheel in on a Linux machine with this /proc/cpuinfo."""
+    monkeypatch.setattr(eb.platform, "machine", lambda: machine)
+    monkeypatch.setattr(eb.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(eb, "read_cpuinfo", lambda path=None: cpuinfo)
+    monkeypatch.setattr(eb, "installed_engine", lambda python: None)
+    monkeypatch.setattr(eb, "_run", Recorder([]))
+    _, wheel = eb.ensure_engine(cache_root=cache)
+    assert wheel is not None
+    return wheel.parent
+
+
+def test_arm_wheels_are_keyed_on_the_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # llama.cpp's ARM default compiles with -mcpu=native: a Graviton3 wheel (SVE) is no wheel for a Graviton2
+    # that shares the home directory, although both get the same CMAKE_ARGS.
+    graviton2 = build_dir_on(monkeypatch, tmp_path, "aarch64", GRAVITON2)
+    graviton3 = build_dir_on(monkeypatch, tmp_path, "aarch64", GRAVITON3)
+    assert graviton2 != graviton3
+    assert eb.cmake_args("aarch64", "Linux", eb.cpu_flags(GRAVITON2)) == eb.cmake_args(
+        "aarch64", "Linux", eb.cpu_flags(GRAVITON3)
+    )
+    # Stable on one machine: what changes between boots (BogoMIPS) is not in the key.
+    assert build_dir_on(monkeypatch, tmp_path, "aarch64", GRAVITON2.replace("243.75", "250.00")) == graviton2
+
+
+def test_x86_wheels_are_shared_by_cpus_with_the_same_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # On x86 the arguments name every instruction set, so the key is the arguments alone, as it always was.
+    ice_lake = build_dir_on(monkeypatch, tmp_path, "x86_64", f"model\t\t: 106\nflags\t\t: {ICELAKE}\n")
+    sapphire = build_dir_on(monkeypatch, tmp_path, "x86_64", f"model\t\t: 143\nflags\t\t: {ICELAKE}\n")
+    assert ice_lake == sapphire == eb.wheel_cache_dir(eb.cmake_args("x86_64", "Linux", flags(ICELAKE)), tmp_path)
+
+
+def test_macos_cpu_identity_comes_from_sysctl(monkeypatch: pytest.MonkeyPatch) -> None:
+    m1 = {
+        "machdep.cpu.brand_string": "machdep.cpu.brand_string: Apple M1\n",
+        "hw.optional": "hw.optional.arm.FEAT_I8MM: 0\n",
+    }
+    m2 = {
+        "machdep.cpu.brand_string": "machdep.cpu.brand_string: Apple M2\n",
+        "hw.optional": "hw.optional.arm.FEAT_I8MM: 1\n",
+    }
+    monkeypatch.setattr(eb, "_sysctl", lambda name: m1.get(name, ""))
+    on_m1 = eb.wheel_cpu("arm64", "Darwin")
+    assert "Apple M1" in on_m1
+    assert "hw.optional.arm.FEAT_I8MM: 0" in on_m1
+    assert eb.wheel_cpu("arm64", "Darwin") == on_m1
+    monkeypatch.setattr(eb, "_sysctl", lambda name: m2.get(name, ""))
+    assert eb.wheel_cpu("arm64", "Darwin") != on_m1
+
+
+def test_sysctl_without_the_name_or_the_command_is_empty() -> None:
+    assert eb._sysctl("clearmed.no.such.name") == ""
 
 
 def test_pyproject_pins_the_same_engine_version() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import dspy
 import numpy as np
 import pytest
+import requests
 
 from clearmed.backbones.embedded import LlamaCppEngine
 from clearmed.backbones.llama_runtime import LlamaLoadArgs, SharedModel, fallback_token_counter
@@ -23,12 +24,17 @@ from clearmed.backbones.scoring import (
 )
 from clearmed.testing import JsonHandler, QuietHTTPServer
 
-VOCAB = {"A": 0, "B": 1, "C": 2, "D": 3, " A": 4, " B": 5, " C": 6, " D": 7, "other": 8}
+from .conftest import ChatTemplateError, render_as_vllm
+
+VOCAB = {"A": 0, "B": 1, "C": 2, "D": 3, " A": 4, " B": 5, " C": 6, " D": 7, "other": 8,
+         "yes": 9, " yes": 10, "Yes": 11, " Yes": 12, "no": 13, " no": 14, "No": 15, " No": 16}  # fmt: skip
+# Not in VOCAB, so spelled in several tokens: "YES" starts with "Y"'s token, which is not the word.
+Y_TOKEN = 100 + ord("Y") % 50
 KEY = "sk-score-0123456789"
 
 
 class LetterLlama:
-    """Tokenizes known strings to fixed ids; the prompt is one token per character (never the letters)."""
+    """Tokenizes known strings to fixed ids; anything else is one token per character (never the letters)."""
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
         decoded = text.decode()
@@ -51,10 +57,7 @@ def shared_with(logits: np.ndarray, seen: list[Sequence[int]]) -> SharedModel:
         llm=llm,
         args=LlamaLoadArgs(model_path="m.gguf", n_ctx=4096, n_threads=1),
         count_tokens=fallback_token_counter(llm),
-        render_prompt=lambda messages: (
-            "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>",
-            True,
-        ),
+        render_prompt=lambda messages: (render_as_vllm(messages), True),  # as llama.cpp's Jinja2ChatFormatter
         next_logits=next_logits,
     )
 
@@ -81,6 +84,35 @@ def test_engine_scores_letters_from_the_logits_summing_space_variants() -> None:
     assert engine.stats.calls == 1
 
 
+def test_engine_sums_the_case_variants_of_yes_and_no() -> None:
+    # Issue 25: a chat model answers "Yes"/"No"; reading "yes"/" yes" alone inverts this answer.
+    logits = np.full(200, -10.0)
+    logits[VOCAB["No"]], logits[VOCAB["Yes"]], logits[VOCAB["yes"]], logits[Y_TOKEN] = 4.0, 2.0, 1.0, 6.0
+    seen: list[Sequence[int]] = []
+    scores = engine_with(shared_with(logits, seen)).score_next_token(
+        [{"role": "user", "content": "Is it? Reply with yes or no only."}], "", ["yes", "no"]
+    )
+    assert scores.logprobs["yes"] - scores.logprobs["no"] == pytest.approx(
+        np.logaddexp.reduce([2.0, 1.0, -10.0, -10.0]) - np.logaddexp.reduce([4.0, -10.0, -10.0, -10.0])
+    )  # "YES" is several tokens here: its first piece ("Y") is not counted
+    assert scores.distribution()["yes"] == pytest.approx(
+        (math.exp(2) + math.exp(1)) / (math.exp(2) + math.exp(1) + math.exp(4)), abs=1e-3
+    )
+
+
+def test_engine_refuses_a_candidate_that_is_no_single_token() -> None:
+    engine = engine_with(shared_with(np.zeros(200), []))
+    with pytest.raises(ScoringError, match="no spelling of 'maybe' is one token"):
+        engine.score_next_token([{"role": "user", "content": "Q"}], "", ["yes", "maybe"])
+
+
+def test_engine_refuses_non_finite_logits() -> None:
+    logits = np.zeros(200)
+    logits[VOCAB["B"]] = np.nan  # a broken build's logits: every log-probability becomes NaN
+    with pytest.raises(ScoringError, match="non-finite"):
+        engine_with(shared_with(logits, [])).score_next_token([{"role": "user", "content": "Q"}], "", ["A", "B"])
+
+
 def test_engine_refuses_a_prompt_beyond_the_context() -> None:
     shared = shared_with(np.zeros(200), [])
     shared.args = LlamaLoadArgs(model_path="m.gguf", n_ctx=8, n_threads=1)
@@ -96,15 +128,29 @@ def test_engine_without_a_template_cannot_score() -> None:
         engine_with(shared).score_next_token([{"role": "user", "content": "Q"}], "", ["A"])
 
 
+# What Qwen2.5 writes next, by how its prompt ends: a letter after the answer marker or as its reply, and a new
+# turn after a closed one (the scorer reading there finds no candidate at all).
+ANSWER_OPEN = "<|im_start|>assistant\n[[ ## answer ## ]]\n"
+REPLY_OPEN = "<|im_start|>assistant\n"
+TURN_CLOSED = "<|im_end|>\n"
+LETTERS_NEXT = {"C": -0.2, " C": -2.5, "A": -1.9, "The": -3.0}
+NEW_TURN_NEXT = {"<|im_start|>": -0.01, "<|endoftext|>": -4.7}
+NEXT_TOKENS = {ANSWER_OPEN: LETTERS_NEXT, REPLY_OPEN: LETTERS_NEXT, TURN_CLOSED: NEW_TURN_NEXT}
+
+
 class FakeVLLM:
-    """/v1/chat/completions as vLLM answers it, with its documented limits:
+    """/v1/chat/completions as vLLM answers it for Qwen2.5-Instruct, with its documented limits:
+    - the messages are rendered through the model's real chat template under vLLM's ``continue_final_message`` /
+      ``add_generation_prompt`` rules (`conftest.render_as_vllm`); a request it refuses -> 400;
+    - the next token's ``top_logprobs`` depend on how the rendered prompt ends (the longest ending of
+      ``next_tokens`` that matches; none: a new turn's ``<|im_start|>``), as a model's do;
     - top_logprobs above --max-logprobs (20) -> 400;
-    - continue_final_message with add_generation_prompt, or without a final assistant message -> 400;
     - a key configured (--api-key) and a wrong Authorization -> 401 {"error": "Unauthorized"}.
     """
 
-    def __init__(self, top: dict[str, float]) -> None:
+    def __init__(self, next_tokens: dict[str, dict[str, float]]) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.prompts: list[str] = []
         owner = self
 
         class Handler(JsonHandler):
@@ -120,13 +166,17 @@ class FakeVLLM:
                             f"Requested sample logprobs of {body['top_logprobs']}, which is greater than max allowed: 20"
                         ),
                     )
-                if body.get("continue_final_message") and body.get("add_generation_prompt", True):
-                    return self.send_json(
-                        400,
-                        _vllm_error("Cannot set both `continue_final_message` and `add_generation_prompt` to True."),
+                try:
+                    prompt = render_as_vllm(
+                        body["messages"],
+                        add_generation_prompt=body.get("add_generation_prompt", True),  # vLLM's defaults
+                        continue_final_message=body.get("continue_final_message", False),
                     )
-                if body.get("continue_final_message") and body["messages"][-1]["role"] != "assistant":
-                    return self.send_json(400, _vllm_error("continue_final_message needs a final assistant message"))
+                except ChatTemplateError as exc:
+                    return self.send_json(400, _vllm_error(str(exc)))
+                owner.prompts.append(prompt)
+                ending = max((e for e in next_tokens if prompt.endswith(e)), key=len, default=None)
+                top = NEW_TURN_NEXT if ending is None else next_tokens[ending]
                 items = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top.items()]
                 first = max(top, key=top.__getitem__)
                 self.send_json(200, {
@@ -152,7 +202,7 @@ def _vllm_error(message: str) -> dict[str, Any]:
 
 @pytest.fixture
 def vllm() -> Iterator[FakeVLLM]:
-    server = FakeVLLM({"C": -0.2, " C": -2.5, "A": -1.9, "The": -3.0})
+    server = FakeVLLM(NEXT_TOKENS)
     yield server
     server.close()
 
@@ -162,12 +212,93 @@ def test_openai_compatible_scorer_reads_top_logprobs(vllm: FakeVLLM) -> None:
     scores = scorer.score_next_token([{"role": "user", "content": "Q?"}], "[[ ## answer ## ]]\n", ["A", "B", "C", "D"])
     request = vllm.requests[-1]
     assert request["messages"][-1] == {"role": "assistant", "content": "[[ ## answer ## ]]\n"}
+    assert (request["continue_final_message"], request["add_generation_prompt"]) == (True, False)
+    assert vllm.prompts[-1].endswith("<|im_start|>user\nQ?<|im_end|>\n" + ANSWER_OPEN)  # inside the open turn
     assert request["max_tokens"] == 1
     dist = scores.distribution()
     assert max(dist, key=dist.__getitem__) == "C"
     assert scores.logprobs["C"] == pytest.approx(math.log(math.exp(-0.2) + math.exp(-2.5)))
     assert scores.logprobs["B"] == scores.logprobs["D"] < -3.0  # unlisted: below everything listed
     assert scores.prompt_tokens == 321
+
+
+def test_openai_compatible_scorer_opens_the_assistant_turn_for_an_empty_prefix(vllm: FakeVLLM) -> None:
+    # Issue 25: an empty final assistant message is rendered as a closed turn (`<|im_start|>assistant\n<|im_end|>\n`)
+    # and the token read after it is a new turn's, not the answer (the multi-answer and plain prompts' position).
+    scorer = OpenAICompatibleScorer(vllm.api_base, "Qwen/Qwen2.5-7B-Instruct", KEY)
+    user = {"role": "user", "content": "Which option?\n\nAnswer with the letter of the correct option only."}
+    scores = scorer.score_next_token([user], "", ["A", "B", "C", "D"])
+    request = vllm.requests[-1]
+    assert request["messages"] == [user]  # no assistant message
+    assert request["add_generation_prompt"] is True
+    assert not request.get("continue_final_message")
+    assert vllm.prompts[-1].endswith("only.<|im_end|>\n" + REPLY_OPEN)
+    dist = scores.distribution()
+    assert max(dist, key=dist.__getitem__) == "C"
+    assert dist["C"] > 0.7
+    # a whitespace-only prefix would be stripped by the template rule and close the turn as well
+    with pytest.raises(ScoringError, match="whitespace-only"):
+        scorer.score_next_token([user], "\n", ["A"])
+
+
+def test_fake_vllm_applies_vllms_chat_template_rules(vllm: FakeVLLM) -> None:
+    """The fake refuses what vLLM refuses, so a scorer request it accepts is one vLLM would accept."""
+    user = {"role": "user", "content": "Q?"}
+    for body in (
+        {"messages": [user, {"role": "assistant", "content": "x"}], "continue_final_message": True},  # both true
+        {"messages": [user], "continue_final_message": True, "add_generation_prompt": False},  # no final assistant
+    ):
+        reply = requests.post(
+            f"{vllm.api_base}/chat/completions",
+            json={"model": "m", **body},
+            headers={"Authorization": f"Bearer {KEY}"},
+            timeout=10,
+        )
+        assert reply.status_code == 400
+    closed = render_as_vllm(
+        [user, {"role": "assistant", "content": ""}], add_generation_prompt=False, continue_final_message=True
+    )
+    assert closed.endswith("<|im_start|>assistant\n<|im_end|>\n")
+    system = render_as_vllm([{"role": "system", "content": "S"}, user])
+    assert system == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_reply_with_no_candidate_among_the_top_tokens_is_refused() -> None:
+    # Read after a closed turn (or wherever the model wants to write something else), no letter is listed: every
+    # candidate would get the same floor, a uniform "distribution" whose first letter wins. Refused instead.
+    server = FakeVLLM({REPLY_OPEN: {"<|im_start|>": -0.01, "The": -4.0}})
+    try:
+        scorer = OpenAICompatibleScorer(server.api_base, "m", KEY)
+        with pytest.raises(ScoringError, match="none of A, B is among the server's top 2 next tokens"):
+            scorer.score_next_token([{"role": "user", "content": "Q?"}], "", ["A", "B"])
+    finally:
+        server.close()
+
+
+def test_openai_compatible_scorer_sums_the_case_variants_of_yes_and_no() -> None:
+    # Issue 25: a chat model answers "Yes"/"No"; reading the lowercase tokens alone inverts this answer.
+    server = FakeVLLM({REPLY_OPEN: {"No": -0.1, " No": -3.5, "Yes": -2.6, "yes": -4.0, "NO": -6.0, "The": -7.0}})
+    try:
+        scorer = OpenAICompatibleScorer(server.api_base, "m", KEY)
+        scores = scorer.score_next_token(
+            [{"role": "user", "content": "Is it? Reply with yes or no only."}], "", ["yes", "no"]
+        )
+    finally:
+        server.close()
+    assert scores.logprobs["yes"] == pytest.approx(np.logaddexp(-2.6, -4.0))
+    assert scores.logprobs["no"] == pytest.approx(np.logaddexp.reduce([-0.1, -3.5, -6.0]))
+    assert scores.distribution()["yes"] < 0.15
+
+
+def test_openai_compatible_scorer_refuses_non_finite_log_probabilities() -> None:
+    server = FakeVLLM({REPLY_OPEN: {"A": float("nan"), "B": -1.0}})  # Python's json writes and reads NaN
+    try:
+        with pytest.raises(ScoringError, match="non-finite"):
+            OpenAICompatibleScorer(server.api_base, "m", KEY).score_next_token(
+                [{"role": "user", "content": "Q"}], "", ["A", "B"]
+            )
+    finally:
+        server.close()
 
 
 def test_openai_compatible_scorer_errors_are_one_line_without_the_key(vllm: FakeVLLM) -> None:
@@ -191,3 +322,21 @@ def test_scores_distribution_and_mass() -> None:
     scores = NextTokenScores(logprobs={"A": math.log(0.3), "B": math.log(0.1)})
     assert scores.distribution() == pytest.approx({"A": 0.75, "B": 0.25})
     assert scores.mass == pytest.approx(0.4)
+    impossible = NextTokenScores(logprobs={"A": -math.inf, "B": math.log(0.2)})  # one candidate at zero is fine
+    assert impossible.distribution() == {"A": 0.0, "B": 1.0}
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [
+        {"A": math.nan, "B": -1.0},
+        {"A": -math.inf, "B": -math.inf},
+        {"A": math.inf, "B": -1.0},
+        {},
+    ],
+    ids=["nan", "all-minus-inf", "plus-inf", "empty"],
+)
+def test_non_finite_log_probabilities_are_refused(logprobs: dict[str, float]) -> None:
+    # Issue 25: these gave a distribution of NaNs, the pool picked "A" and the record failed to reload.
+    with pytest.raises(ScoringError, match=r"non-finite|no candidate has a finite"):
+        NextTokenScores(logprobs=logprobs)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 from pathlib import Path
 
 import pytest
 
-from clearmed.backbones import selfcheck
+from clearmed.backbones import engine_build, selfcheck
 from clearmed.backbones.engine_build import REINSTALL_COMMAND
 from clearmed.backbones.selfcheck import EngineCheckError, ensure_engine_works, probe_engine
 
@@ -86,6 +87,33 @@ def test_success_is_cached_per_build_and_model_file(
     # A different engine build is checked afresh.
     monkeypatch.setattr(selfcheck, "_passed_in_process", set())
     monkeypatch.setattr(selfcheck, "engine_build_identity", lambda: "another-build")
+    with pytest.raises(EngineCheckError):
+        ensure_engine_works(str(model_file), n_threads=2, cache_dir=tmp_path, child_argv=child(CRASH_IF_RUN))
+
+
+def test_another_cpu_sharing_the_cache_is_checked_again(
+    model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A home directory shared by cluster nodes, or a VM migrated to another host: same build, same model file.
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(engine_build, "read_cpuinfo", lambda path=None: "flags\t: avx2 fma avx512f avx512bw\n")
+    ensure_engine_works(str(model_file), n_threads=2, cache_dir=tmp_path, child_argv=child(SUCCESS))
+    monkeypatch.setattr(selfcheck, "_passed_in_process", set())
+    ensure_engine_works(str(model_file), n_threads=2, cache_dir=tmp_path, child_argv=child(CRASH_IF_RUN))
+    # A CPU without AVX-512 must not trust the pass recorded on one with it.
+    monkeypatch.setattr(engine_build, "read_cpuinfo", lambda path=None: "flags\t: avx2 fma\n")
+    with pytest.raises(EngineCheckError):
+        ensure_engine_works(str(model_file), n_threads=2, cache_dir=tmp_path, child_argv=child(CRASH_IF_RUN))
+
+
+def test_another_architecture_sharing_the_cache_is_checked_again(
+    model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    ensure_engine_works(str(model_file), n_threads=2, cache_dir=tmp_path, child_argv=child(SUCCESS))
+    monkeypatch.setattr(selfcheck, "_passed_in_process", set())
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
     with pytest.raises(EngineCheckError):
         ensure_engine_works(str(model_file), n_threads=2, cache_dir=tmp_path, child_argv=child(CRASH_IF_RUN))
 

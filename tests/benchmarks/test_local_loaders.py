@@ -106,7 +106,9 @@ def test_nejm_directory_multi_answers_and_repairs(fixtures: Path) -> None:
     assert multi.answer_mode == "multi"
     assert multi.gold_letters == ["A", "C"]
     assert multi.text == "FAKE: Which two invented drugs are first line?"
-    assert by_id["nejm-qa:general_surgery:1"].answer_mode == "single"
+    # one gold letter, the same question format: the mode never comes from the gold
+    assert by_id["nejm-qa:general_surgery:1"].answer_mode == "multi"
+    assert by_id["nejm-qa:general_surgery:1"].gold_letters == ["B"]
     assert by_id["nejm-qa:general_surgery:0"].options["C"] == "Operate"
     assert by_id["nejm-qa:general_surgery:0"].metadata["repair"] == "option C introduced as 'Third.'"
     assert by_id["nejm-qa:obgyn:0"].options["C"] == "Section"
@@ -159,7 +161,7 @@ def test_afrimedqa_expert_mcq_of_the_chosen_split(fixtures: Path) -> None:
     assert single.id == "afrimedqa:fa01"
     assert single.letters == ["A", "B", "C", "D"]
     assert single.gold_letters == ["C"]
-    assert multi.answer_mode == "multi"
+    assert single.answer_mode == multi.answer_mode == "multi"
     assert multi.gold_letters == ["A", "C"]
     assert bench.excluded == {
         "split column is train, not test": 1,

@@ -44,8 +44,8 @@ def test_registry_lists_every_benchmark_with_its_card() -> None:
     assert set(infos) == EXPECTED
     assert infos["medqa"].hub_id == "GBaker/MedQA-USMLE-4-options"
     assert infos["medqa"].shared_file == "medqa/dev.jsonl"
-    assert infos["nejm-qa"].answer_modes == ["single", "multi"]
-    assert infos["healthbench-hard"].answer_modes == ["free_text"]
+    assert infos["nejm-qa"].answer_mode == "multi"
+    assert infos["healthbench-hard"].answer_mode == "free_text"
     assert infos["medrbench-diagnosis"].hub_id is None
     assert all(info.scoring for info in infos.values())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
 from clearmed.evaluation.report import comparison_table, details_markdown, write_plots
+from clearmed.evaluation.store import UnreadableResultWarning, UnwritableRecordError, scan_results
 from clearmed.programs.settings import ProgramSettings
 from clearmed.signatures.records import Question
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
@@ -74,13 +76,112 @@ def test_resume_after_interruption_recomputes_nothing_and_loses_nothing(tmp_path
     assert len(engine.calls) == 4 * 5  # only the four unfinished questions ran
 
 
-def test_a_damaged_middle_line_is_reported_not_dropped(tmp_path: Path) -> None:
+def _null_probability_line(line: str) -> str:
+    """A finished record as the old code wrote a NaN probability: pydantic's JSON turns it into null."""
+    record = json.loads(line)
+    record["decision"]["bundle"]["candidates"][0]["option_scores"] = {"probs": {"A": None, "B": 0.5}, "letters": ["A"]}
+    return json.dumps(record)
+
+
+def test_a_damaged_middle_line_is_skipped_with_a_warning_and_redone_on_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=3)
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    # line 1: not JSON at all; line 2: the NaN-as-null record that used to stop the whole run from being read
+    (run_dir / "results.jsonl").write_text("\n".join(["{broken", _null_probability_line(lines[1]), lines[2]]) + "\n")
+    with pytest.warns(UnreadableResultWarning) as caught:
+        records = list(read_records(run_dir))
+    assert [r.question_id for r in records] == ["q2"]
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2  # one warning per bad line, naming the file and the line
+    assert "results.jsonl:1: damaged line" in messages[0]
+    assert "results.jsonl:2: damaged line" in messages[1]
+    assert "option_scores.probs.A" in messages[1]
+    with pytest.warns(UnreadableResultWarning):
+        assert [line.number for line in scan_results(run_dir).skipped] == [1, 2]
+    # Their questions count as not done: a resume moves the lines aside (kept) and redoes those questions.
+    program_again, engine, _ = build_toy_program(
+        {**pathway_replies("A", "A", "A"), "source_quality": label_all("high"), "verifier": verifier_reply("consensus")}
+    )
+    resumed = run_evaluation(spec(run_dir), CONFIG, program_again, show_progress=False)
+    assert [r.question_id for r in resumed] == [f"q{i}" for i in range(6)]
+    assert len(engine.calls) == 5 * 5  # q0, q1 redone, q3-q5 new; q2 untouched
+    assert (run_dir / "results.unreadable.jsonl").read_text().splitlines() == [
+        "{broken",
+        _null_probability_line(lines[1]),
+    ]
+    assert len((run_dir / "results.jsonl").read_text().splitlines()) == 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreadableResultWarning)  # the results file is clean again
+        assert len(list(read_records(run_dir))) == 6
+
+
+def test_a_torn_last_line_is_the_same_skip(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=2)
-    lines = (run_dir / "results.jsonl").read_text().splitlines()
-    (run_dir / "results.jsonl").write_text("{broken\n" + lines[1] + "\n")
-    with pytest.raises(RunStoreError, match=r"results.jsonl:1: damaged"):
-        list(read_records(run_dir))
+    with (run_dir / "results.jsonl").open("a") as handle:
+        handle.write('{"question_id": "q2", "index": 2, "decis')
+    with pytest.warns(UnreadableResultWarning, match=r"results.jsonl:3: torn last line"):
+        assert [r.question_id for r in read_records(run_dir)] == ["q0", "q1"]
+
+
+def test_a_record_that_would_not_load_back_is_not_written_and_the_run_goes_on(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from clearmed.signatures.records import OptionScores
+
+    healthy = program()
+
+    def with_nan(question: Question):  # a NaN probability slipped in past validation (model_construct/model_copy)
+        prediction = healthy(question=question)
+        if question.id != "q1":
+            return prediction
+        decision = prediction.decision
+        nan = OptionScores.model_construct(probs={"A": float("nan"), "B": 0.5}, letters=("A",), per_option=False)
+        candidates = [c.model_copy(update={"option_scores": nan}) for c in decision.bundle.candidates]
+        bundle = decision.bundle.model_copy(update={"candidates": candidates})
+        prediction.decision = decision.model_copy(update={"bundle": bundle})
+        return prediction
+
+    run_dir = tmp_path / "run"
+    console = Console(record=True, width=400)
+    records = run_evaluation(spec(run_dir), CONFIG, with_nan, console=console, show_progress=False)  # type: ignore[arg-type]
+    assert [r.question_id for r in records] == ["q0", "q2", "q3", "q4", "q5"]  # the run went on
+    out = console.export_text()
+    assert "q1: its record would not load back" in out
+    assert "a resume redoes the question" in out
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreadableResultWarning)  # nothing unreadable reached the file
+        assert len(list(read_records(run_dir))) == 5
+    with pytest.raises(UnwritableRecordError, match="option_scores"):
+        RunStore(run_dir).append(records[0].model_copy(update={"decision": with_nan(questions()[1]).decision}))
+    # An optional probability would come back as None from JSON, silently: the Python round trip refuses it.
+    decision = records[0].decision
+    candidate = decision.bundle.candidates[0].model_copy(
+        update={
+            "option_scores": OptionScores.model_construct(probs={"A": 1.0}, letters=("A",), letter_mass=float("nan"))
+        }
+    )
+    quiet_nan = decision.model_copy(update={"bundle": decision.bundle.model_copy(update={"candidates": [candidate]})})
+    with pytest.raises(UnwritableRecordError, match="letter_mass"):
+        RunStore(run_dir).append(records[0].model_copy(update={"decision": quiet_nan}))
+    # A resume redoes only that question.
+    resumed = run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)
+    assert [r.question_id for r in resumed] == [f"q{i}" for i in range(6)]
+
+
+def test_probabilities_in_records_refuse_nan_and_infinity() -> None:
+    from pydantic import ValidationError
+
+    from clearmed.signatures.records import OptionScores, VerifierOutput
+
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ValidationError):
+            OptionScores(probs={"A": bad, "B": 0.5}, letters=("A",))
+        with pytest.raises(ValidationError):
+            OptionScores(probs={"A": 0.5, "B": 0.5}, letters=("A",), letter_mass=bad)
+        with pytest.raises(ValidationError):
+            VerifierOutput(route="consensus", pooled={"A": bad})
 
 
 def test_a_second_writer_is_refused(tmp_path: Path) -> None:
@@ -187,3 +288,37 @@ def test_compare_refuses_runs_without_shared_questions(tmp_path: Path) -> None:
         load_runs([tmp_path / "a", tmp_path / "b"], common=True)
     with pytest.raises(RunStoreError, match=r"no summary\.json"):
         load_runs([tmp_path / "b"])
+
+
+def test_the_summary_counts_calibrated_fallbacks(tmp_path: Path) -> None:
+    from clearmed.programs._calibrated import CalibratedFallbackWarning
+    from clearmed.testing import SCORED_CALIBRATED
+
+    script = {**pathway_replies("A", "A", "A"), "source_quality": label_all("high")}
+    # Generated letters (no log-probabilities): nothing to pool, so every question falls back.
+    generating = SCORED_CALIBRATED.model_copy(update={"mcq_decoding": "generate"})
+    fell_back, _, _ = build_toy_program(script, settings=generating)
+    with pytest.warns(CalibratedFallbackWarning):
+        records = run_evaluation(spec(tmp_path / "generated"), CONFIG, fell_back, show_progress=False)
+    manifest = RunStore(tmp_path / "generated").read_manifest()
+    assert manifest is not None
+    summary = summarize(records, manifest)
+    assert (summary.calibrated_questions, summary.calibrated_fallbacks) == (6, {"nothing_to_pool": 6})
+    text = details_markdown([summary])
+    assert "calibrated verifier fell back to the deterministic (heuristic) verifier: 6 of 6 questions" in text
+    assert json.loads(summary.model_dump_json())["calibrated_fallbacks"] == {"nothing_to_pool": 6}
+    # Scored pathways: the calibrated verifier decides every question, and the summary says it never fell back.
+    scores = {
+        stage: {"A": 0.7, "B": 0.1, "C": 0.1, "D": 0.1} for stage in ("parametric", "local_answer", "dynamic_answer")
+    }
+    scored, _, _ = build_toy_program(script, settings=SCORED_CALIBRATED, scores=scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibratedFallbackWarning)
+        records = run_evaluation(spec(tmp_path / "scored"), CONFIG, scored, show_progress=False)
+    summary = summarize(records, manifest)
+    assert (summary.calibrated_questions, summary.calibrated_fallbacks) == (6, {})
+    assert "fell back to the deterministic (heuristic) verifier: 0 of 6 questions" in details_markdown([summary])
+    # Another verifier mode: no calibrated section at all.
+    plain = summarize(run_evaluation(spec(tmp_path / "lm"), CONFIG, program(), show_progress=False), manifest)
+    assert plain.calibrated_questions == 0
+    assert "Calibrated verifier" not in details_markdown([plain])

@@ -129,3 +129,103 @@ def test_pathways_that_generated_enter_the_pool_only_when_a_probability_is_set()
     off = off_program(question=QUESTION).decision
     assert not any(step.mechanism == "verifier" for step in off.steps)
     assert next(step for step in off.steps if step.mechanism == "fallback").rule.startswith("heuristic")
+
+
+# ------------------------------------------------------------------------------- a generated letter's worth
+
+
+def test_a_generated_letter_never_counts_against_itself_on_a_three_option_question() -> None:
+    from clearmed.programs._calibrated import generated_probability, pool_inputs
+    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, Question, Thresholds
+
+    # PubMedQA's three options; the tuner searches calibrated_generated_probability from 0.25, below 1/3 here.
+    question = Question(id="pq", text="Does it help?", options={"A": "yes", "B": "no", "C": "maybe"})
+    candidate = Candidate(pathway="parametric", answer=Answer(letters=("A",)), raw_answer="A")
+    bundle = EvidenceBundle(question=question, candidates=[candidate])
+    below_chance = Thresholds(calibrated_generated_probability=0.3)
+    assert generated_probability(candidate, 3, below_chance) == pytest.approx(1 / 3)
+    dist = pool_inputs(bundle, below_chance)["parametric"]
+    # Clamped to chance: the letter no longer hands its own pathway's vote to the other options.
+    assert dist == pytest.approx({"A": 1 / 3, "B": 1 / 3, "C": 1 / 3})  # was {A: 0.30, B: 0.35, C: 0.35}
+    # Above chance it stands as set, and 0 still leaves the pathway out of the pool.
+    assert pool_inputs(bundle, Thresholds(calibrated_generated_probability=0.6))["parametric"]["A"] == 0.6
+    assert pool_inputs(bundle, Thresholds()) == {}
+
+
+# ------------------------------------------------------------------------------- falling back, said aloud
+
+
+def _generating_script(answer: str = "A") -> dict:
+    from clearmed.testing import GUARD_ALL_TRUE, label_all, pathway_replies
+
+    return {
+        **pathway_replies(answer, answer, answer), "source_quality": label_all("high"), "guard": GUARD_ALL_TRUE,
+        "followup_query": {"query": "thyroid"},
+        "audit": {"rationale": "r", "clearly_supports_challenger": False, "aligned_with_question": True,
+                  "supports_exact_option": True},
+    }  # fmt: skip
+
+
+def test_calibrated_mode_warns_once_per_run_and_records_why_it_fell_back() -> None:
+    import warnings
+
+    from clearmed.programs import ProgramSettings
+    from clearmed.programs._calibrated import CalibratedFallbackWarning
+    from clearmed.testing import QUESTION, build_toy_program
+
+    # A backbone without log-probabilities: every pathway generates, so nothing enters the pool.
+    settings = ProgramSettings(json_fallback=False, parallel_pathways="off", verifier_mode="calibrated")
+    program, _, _ = build_toy_program(_generating_script(), settings=settings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        decisions = [program(question=QUESTION.model_copy(update={"id": f"q{i}"})).decision for i in range(3)]
+    fallback_warnings = [w for w in caught if issubclass(w.category, CalibratedFallbackWarning)]
+    assert len(fallback_warnings) == 1  # once per run, not once per question
+    assert "heuristic" in str(fallback_warnings[0].message)
+    for decision in decisions:
+        step = next(step for step in decision.steps if step.verifier is not None)
+        assert step.rule.startswith("heuristic_")  # the step says which rule decided
+        assert step.verifier.mode == "heuristic"
+        assert step.verifier.calibrated_fallback == "nothing_to_pool"  # and the record says why
+
+
+def test_multi_answer_questions_always_fall_back_and_say_so() -> None:
+    import warnings
+
+    from clearmed.programs import ProgramSettings
+    from clearmed.programs._calibrated import CalibratedFallbackWarning
+    from clearmed.testing import QUESTION, SCORED_CALIBRATED, build_toy_program
+
+    multi = QUESTION.model_copy(update={"answer_mode": "multi", "gold_letters": ["A", "B"]})
+    program, _, _ = build_toy_program(
+        _generating_script("A, B"),
+        question=multi,
+        settings=SCORED_CALIBRATED.model_copy(update={"mcq_decoding": "generate"}),
+    )
+    with pytest.warns(CalibratedFallbackWarning):
+        decision = program(question=multi).decision
+    output = decision.verifier_outputs[0]
+    assert (output.mode, output.calibrated_fallback) == ("heuristic", "several_answers")
+    # Heuristic mode is no fallback: nothing is marked, nothing is warned.
+    heuristic = ProgramSettings(json_fallback=False, parallel_pathways="off", verifier_mode="heuristic")
+    other, _, _ = build_toy_program(_generating_script(), settings=heuristic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibratedFallbackWarning)
+        plain = other(question=QUESTION).decision
+    assert plain.verifier_outputs[0].calibrated_fallback is None
+
+
+def test_a_decided_question_is_no_fallback() -> None:
+    from clearmed.programs._calibrated import calibrated_fallback
+    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, OptionScores, Question, Thresholds
+
+    question = Question(id="q", text="Which?", options={"A": "a", "B": "b"})
+    scored = Candidate(
+        pathway="parametric",
+        answer=Answer(letters=("A",)),
+        option_scores=OptionScores(probs={"A": 0.7, "B": 0.3}, letters=("A",)),
+    )
+    assert calibrated_fallback(EvidenceBundle(question=question, candidates=[scored]), Thresholds()) is None
+    free = Question(id="f", text="What causes it?", answer_mode="free_text")
+    generated = Candidate(pathway="parametric", answer=Answer(text="iodine deficiency"))
+    assert calibrated_fallback(EvidenceBundle(question=free, candidates=[generated]), Thresholds()) == "free_text"

@@ -246,3 +246,23 @@ def test_the_scripted_engine_scores_follow_up_evidence_apart_only_when_told() ->
     assert engine.scored[-1] == "dynamic_answer"
     assert decision.bundle.followups[0].rescored.probs == pytest.approx(SCORES["dynamic_answer"])
     assert math.isclose(sum(decision.bundle.followups[0].rescored.probs.values()), 1.0, abs_tol=1e-5)
+
+
+def test_packaged_calibrated_configs_say_that_needs_more_search_is_off() -> None:
+    import tomllib
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    calibrated = []
+    for path in sorted(configs.glob("*.toml")):
+        text = path.read_text(encoding="utf-8")
+        config = tomllib.loads(text)
+        if config.get("program", {}).get("verifier_mode") != "calibrated":
+            continue
+        calibrated.append(path.name)
+        if config.get("thresholds", {}).get("calibrated_more_search_below", 0.0) > 0.0:
+            continue  # on: nothing to explain
+        comments = " ".join(line.strip("# ") for line in text.splitlines() if line.lstrip().startswith("#"))
+        assert "needs_more_search is off" in comments, path.name
+        assert "calibrated_more_search_below" in comments, path.name
+    assert calibrated, "no packaged config uses the calibrated verifier"

@@ -7,7 +7,7 @@ import pytest
 
 from clearmed.optimize.replay import replay_decision
 from clearmed.programs import Mechanisms, ProgramSettings
-from clearmed.programs._option_scoring import PLAIN_ANSWER_INSTRUCTION, answer_first, plain_messages
+from clearmed.programs._option_scoring import ANSWER_MARKER, PLAIN_ANSWER_INSTRUCTION, answer_first, plain_messages
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import Question, Thresholds
 from clearmed.testing import GUARD_ALL_TRUE, QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
@@ -123,6 +123,55 @@ def test_multi_answer_questions_get_a_probability_per_option() -> None:
     assert parametric.option_scores.per_option
     assert parametric.option_scores.probs == pytest.approx(yes)
     assert parametric.answer.letters == ("A", "C")
+
+
+@pytest.mark.parametrize("score_prompt", ["chat", "plain"])
+def test_multi_answer_yes_no_is_asked_where_its_answer_is_the_next_token(score_prompt: str) -> None:
+    # Issue 25: DSPy's chat format tells the model to start with `[[ ## answer ## ]]`, so with the assistant turn
+    # unopened the next token is "[[", whatever the option: P(yes) said nothing. In the chat format the turn is
+    # opened up to the answer marker; in the plain format the reply itself is the answer.
+    import math
+
+    from clearmed.backbones.scoring import NextTokenScores
+
+    multi = Question(
+        id="multi-2", text=QUESTION.text, options=QUESTION.options, answer_mode="multi", gold_letters=["A", "C"]
+    )
+    settings = SCORED.model_copy(update={"score_prompt": score_prompt})
+    program, engine, _ = build_toy_program(SCRIPT, settings=settings, question=multi, scores=SCORES)
+    yes = {"A": 0.9, "B": 0.2, "C": 0.6, "D": 0.1}
+    prefixes: list[str] = []
+
+    def score(messages, prefix, candidates):  # a chat model under DSPy's format, as it reads the next token
+        prefixes.append(prefix)
+        user = messages[-1]["content"]
+        assert user.endswith("Reply with yes or no only.")  # the question is the turn's last line
+        dspy_format = "[[ ## answer ## ]]" in messages[0]["content"]
+        if dspy_format and not prefix.endswith(ANSWER_MARKER):
+            return NextTokenScores(logprobs={"yes": -9.0, "no": -9.0})  # it writes "[[" first
+        p = yes[user.rsplit("Is option ", 1)[1][0]]
+        return NextTokenScores(logprobs={"yes": math.log(p), "no": math.log(1 - p)})
+
+    engine.score_next_token = score  # type: ignore[method-assign]
+    parametric = program(question=multi).decision.bundle.candidates[0]
+    assert parametric.option_scores.probs == pytest.approx(yes)
+    assert parametric.answer.letters == ("A", "C")
+    assert set(prefixes) == {ANSWER_MARKER if score_prompt == "chat" else ""}
+
+
+def test_non_finite_scores_are_refused_and_the_pathway_generates() -> None:
+    # Issue 25: a NaN log-probability became a distribution of NaNs, the letter "A" and a record that does not reload.
+    nan_scores = {**SCORES, "parametric": {"A": float("nan"), "B": 0.2, "C": 0.2, "D": 0.1}}
+    program, engine, _ = build_toy_program(
+        {**SCRIPT, **pathway_replies("B", "A", "C")}, settings=SCORED, scores=nan_scores
+    )
+    decision = program(question=QUESTION).decision
+    parametric = decision.bundle.candidate("parametric")
+    assert parametric.option_scores is None
+    assert parametric.answer.letters == ("B",)  # generated instead
+    assert "parametric" in engine.stages()
+    assert [row.failed for row in decision.usage if row.stage == "parametric"] == [True, False]
+    assert decision.bundle.candidate("local").option_scores is not None  # the other pathways still scored
 
 
 def test_scoring_uses_the_predictors_instructions_and_demos() -> None:

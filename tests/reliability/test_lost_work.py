@@ -174,6 +174,28 @@ def test_torn_last_line_at_a_random_byte_is_redone(reliability, reference, tmp_p
         assert case.lost == 0, case.note
 
 
+@pytest.mark.parametrize("seed", [12, 13])
+def test_a_damaged_line_anywhere_is_set_aside_and_redone(reliability, reference, tmp_path: Path, seed: int) -> None:
+    with reliability.case(CATEGORY, f"a record that no longer loads, mid-file (seed {seed})") as case:
+        rng = random.Random(seed)
+        run_dir = tmp_path / "run"
+        program, _, _ = build_toy_program(script(0.0), settings=ProgramSettings(json_fallback=False))
+        run_evaluation(spec(run_dir), CONFIG, program, show_progress=False, stop_after=rng.randint(4, 10))
+        path = run_dir / RESULTS
+        lines = path.read_bytes().splitlines()
+        victim = rng.randrange(len(lines) - 1)  # not the last line: a torn tail has its own test above
+        record = json.loads(lines[victim])
+        record["seconds"] = None  # as the old code wrote a NaN: null, which the record refuses on reload
+        lines[victim] = json.dumps(record).encode()
+        path.write_bytes(b"".join(line + b"\n" for line in lines))
+        with pytest.warns(UserWarning, match=rf"results.jsonl:{victim + 1}: damaged line"):
+            assert len(list(read_records(run_dir))) == len(lines) - 1  # the rest of the run still reads
+        evaluate(run_dir)
+        case.lost, case.note = losses(run_dir, reference)
+        assert case.lost == 0, case.note
+        assert len((run_dir / "results.unreadable.jsonl").read_bytes().splitlines()) == 1  # kept, not dropped
+
+
 def test_kill_before_the_config_snapshot_is_repaired(reliability, reference, tmp_path: Path) -> None:
     with reliability.case(CATEGORY, "kill between the manifest and the config snapshot") as case:
         run_dir = tmp_path / "run"
