@@ -7,6 +7,12 @@ Three kinds of backbone:
 - ``hosted``: a provider DSPy knows by prefix (``openai/o3-mini``, ``azure/o3-mini``, ``anthropic/...``).
 
 Secrets never appear in the file: ``api_key_env`` names the environment variable that holds the key.
+
+Provider options for remote kinds: ``reasoning_effort`` (typed), ``extra`` (free-form keyword arguments handed to
+``dspy.LM`` as written, e.g. ``chat_template_kwargs = {enable_thinking = false}`` or ``extra_body``), ``reasoning``
+(the model thinks before answering: `backbones.reasoning`), ``context_window`` (tokens per call; for
+``openai_compatible`` servers it can be read from the server instead: `backbones.context_window`) and ``price`` (USD per
+million tokens for a self-hosted model; hosted models are priced from LiteLLM's map: `backbones.pricing`).
 """
 
 from __future__ import annotations
@@ -20,15 +26,20 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from clearmed.backbones.errors import ConfigError, FieldRuleError, format_validation_error, join_location
+from clearmed.backbones.reasoning import REASONING_MAX_TOKENS
 
 __all__ = [
     "BACKBONE_ROLES",
     "DEFAULT_PACKAGED_MODEL",
     "EMBEDDED_ONLY_FIELDS",
+    "MIN_THINKING_TOKENS",
     "PATH_FIELDS",
+    "REASONING_MIN_MAX_TOKENS",
     "BackboneConfig",
     "BackboneKind",
     "ConfigError",
+    "ReasoningEffort",
+    "TokenPrice",
     "format_validation_error",
     "is_openai_reasoning_model",
     "parse_backbone",
@@ -36,6 +47,8 @@ __all__ = [
 ]
 
 BackboneKind = Literal["embedded", "openai_compatible", "hosted"]
+# OpenAI's reasoning_effort values (o-series, gpt-5; vLLM passes it to models that take it, e.g. gpt-oss).
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 PackagedModelName = Literal["qwen2.5-coder-1.5b-instruct-q4_k_m"]
 DEFAULT_PACKAGED_MODEL: Final[PackagedModelName] = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 
@@ -56,8 +69,34 @@ EMBEDDED_ONLY_FIELDS: Final = frozenset(
         "model_cache_dir",
     }
 )
-# A custom DSPy engine owns its connection, so dspy.LM refuses these next to one.
-_NOT_FOR_EMBEDDED: Final = ("api_base", "api_key_env", "timeout")
+# A custom DSPy engine owns its connection, so dspy.LM refuses these next to one; the rest are provider options
+# (the embedded engine's window is n_ctx, and it costs nothing).
+_NOT_FOR_EMBEDDED: Final = ("api_base", "api_key_env", "timeout", "reasoning_effort", "context_window", "price")
+
+# `extra` is for provider options only. A typed field set through it would dodge its validation; a credential there
+# would sit in the file; dspy.LM's own construction arguments are not provider options.
+_EXTRA_CREDENTIALS: Final = frozenset(
+    {"api_key", "key", "token", "access_token", "authorization", "headers", "extra_headers", "azure_ad_token"}
+)
+_EXTRA_NOT_OPTIONS: Final = frozenset(
+    {
+        "base_url",
+        "messages",
+        "prompt",
+        "model_type",
+        "callbacks",
+        "provider",
+        "engine",
+        "async_engine",
+        "launch_kwargs",
+        "train_kwargs",
+        "finetuning_model",
+        "prompt_cache",
+        "stream",
+    }
+)
+# Smallest output budget a `reasoning = true` backbone may have: less is spent on the thought, not the answer.
+MIN_THINKING_TOKENS: Final = 2048
 
 # Providers that authenticate without an API key (local daemons, cloud credential chains).
 _KEYLESS_PROVIDERS: Final = frozenset({"ollama", "ollama_chat", "vertex_ai", "bedrock", "sagemaker"})
@@ -71,9 +110,28 @@ _REASONING_FAMILY = re.compile(
 REASONING_MIN_MAX_TOKENS: Final = 16000
 
 
+def _credential_key(options: Mapping[str, Any], where: str) -> str | None:
+    """The dotted path of the first key in ``options`` (at any depth) that names a credential, or None."""
+    for name, value in sorted(options.items()):
+        if name.lower() in _EXTRA_CREDENTIALS:
+            return f"{where}.{name}"
+        if isinstance(value, Mapping) and (found := _credential_key(value, f"{where}.{name}")) is not None:
+            return found
+    return None
+
+
 def is_openai_reasoning_model(model: str) -> bool:
     """True for OpenAI reasoning families, which accept only temperature 1.0 and max_tokens >= 16000."""
     return _REASONING_FAMILY.match(model.rsplit("/", 1)[-1].lower()) is not None
+
+
+class TokenPrice(BaseModel):
+    """USD per million tokens: a self-hosted model's cost (GPU hours over throughput), or a hosted model's own rate."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    input: float = Field(default=0.0, ge=0.0, description="USD per 1M prompt tokens")
+    output: float = Field(default=0.0, ge=0.0, description="USD per 1M completion tokens")
 
 
 class BackboneConfig(BaseModel):
@@ -92,6 +150,13 @@ class BackboneConfig(BaseModel):
     timeout: float | None = Field(default=None, gt=0.0)
     num_retries: int = Field(default=3, ge=0)
     cache: bool = True
+
+    # provider options (not embedded, except `reasoning`)
+    reasoning: bool = Field(default=False, description="thinks before answering (Qwen3, DeepSeek-R1): room to think")
+    reasoning_effort: ReasoningEffort | None = None
+    extra: dict[str, Any] = Field(default_factory=dict, description="provider options passed to dspy.LM as written")
+    context_window: int | None = Field(default=None, ge=512, description="tokens per call, prompt and output")
+    price: TokenPrice | None = None
 
     # embedded only
     model_path: str | None = Field(default=None, min_length=1)
@@ -127,12 +192,21 @@ class BackboneConfig(BaseModel):
         if self.api_base is not None and not re.match(r"^https?://[^\s/]+", self.api_base):
             raise FieldRuleError("api_base", "must be an http:// or https:// URL")
         self._check_reasoning_model()
+        self._check_extra()
+        if self.reasoning and self.max_tokens is not None and self.max_tokens < MIN_THINKING_TOKENS:
+            raise FieldRuleError(
+                "max_tokens",
+                f"a reasoning backbone needs >= {MIN_THINKING_TOKENS} to think and answer "
+                f"(or leave it unset: {REASONING_MAX_TOKENS})",
+            )
         return self
 
     def _check_embedded(self) -> None:
         for name in _NOT_FOR_EMBEDDED:
             if getattr(self, name) is not None:
                 raise FieldRuleError(name, 'not used with kind = "embedded" (the model runs in this process)')
+        if self.extra:
+            raise FieldRuleError("extra", 'provider options are not used with kind = "embedded"')
         if (self.gguf_repo is None) != (self.gguf_file is None):
             missing = "gguf_file" if self.gguf_file is None else "gguf_repo"
             raise FieldRuleError(missing, "gguf_repo and gguf_file go together")
@@ -153,6 +227,40 @@ class BackboneConfig(BaseModel):
                 "max_tokens",
                 f"OpenAI reasoning models need >= {REASONING_MIN_MAX_TOKENS} (or leave it unset)",
             )
+
+    def _check_extra(self) -> None:
+        for name in sorted(self.extra):
+            if name in type(self).model_fields or name == "max_completion_tokens":
+                typed = "max_tokens" if name == "max_completion_tokens" else name
+                raise FieldRuleError(f"extra.{name}", f"set {typed} in this table instead (it is validated there)")
+            if name in _EXTRA_NOT_OPTIONS:
+                raise FieldRuleError(f"extra.{name}", "not a provider option clearmed passes through")
+        secret = _credential_key(self.extra, "extra")
+        if secret is not None:
+            raise FieldRuleError(secret, "credentials do not belong in the file: name their variable in api_key_env")
+
+    @property
+    def thinks(self) -> bool:
+        """The model reasons before it answers: `reasoning = true`, or an OpenAI reasoning model (o1/o3/o4, gpt-5)."""
+        return self.reasoning or is_openai_reasoning_model(self.dspy_model)
+
+    @property
+    def output_budget(self) -> int | None:
+        """The backbone's max_tokens: as configured; for a reasoning backbone left unset, room to think
+        (`REASONING_MAX_TOKENS`; OpenAI's reasoning models: their provider's own default, None)."""
+        if self.max_tokens is not None or not self.reasoning or is_openai_reasoning_model(self.dspy_model):
+            return self.max_tokens
+        return REASONING_MAX_TOKENS
+
+    @property
+    def min_output_tokens(self) -> int | None:
+        """The floor of every call's output budget, for a backbone that thinks: a per-stage cap below it would be
+        spent thinking. None for a backbone that does not think (stage caps apply as set)."""
+        if not self.thinks:
+            return None
+        if is_openai_reasoning_model(self.dspy_model):
+            return self.max_tokens or REASONING_MIN_MAX_TOKENS
+        return self.output_budget
 
     @property
     def dspy_model(self) -> str:

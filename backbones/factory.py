@@ -1,4 +1,4 @@
-"""`build_lm`: a validated `BackboneConfig` -> a ready `dspy.LM`.
+"""`build_lm`: a validated `BackboneConfig` -> a ready `dspy.LM` (a `ClearmedLM`: `backbones.client`).
 
 The only place that reads API keys (from the environment variable the config names) and the only place
 that decides how each kind of backbone is reached. Nothing here touches the network at build time.
@@ -6,11 +6,13 @@ that decides how each kind of backbone is reached. Nothing here touches the netw
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
 import dspy
 
+from clearmed.backbones.client import ClearmedLM
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.embedded import AsyncLlamaCppEngine, LlamaCppEngine
 from clearmed.backbones.errors import ConfigError, join_location
@@ -21,7 +23,7 @@ from clearmed.backbones.llama_runtime import (
     load_llama,
 )
 from clearmed.backbones.model_files import ModelFileError, resolve_model_path
-from clearmed.backbones.retry_wait import install_retry_ceiling
+from clearmed.backbones.retry_wait import install_retry_policy
 from clearmed.backbones.selfcheck import ensure_engine_works
 
 __all__ = ["build_lm", "lm_label"]
@@ -39,25 +41,30 @@ def build_lm(
 ) -> dspy.LM:
     """Build the DSPy LM for one backbone; a problem raises a one-line `ConfigError`.
 
-    ``role`` and ``source`` (the config file) only label error messages. Building any LM also caps how long a
-    rate-limited retry may wait (`backbones.retry_wait`). ``llama_loader`` replaces the real
-    llama.cpp loader for an embedded backbone (tests inject a fake model through it).
+    ``role`` and ``source`` (the config file) label error messages; ``role`` also names the backbone in a fatal
+    error's line. Building any LM also installs clearmed's wait between DSPy's retries (`backbones.retry_wait`).
+    Provider options (``reasoning_effort``, ``extra``) go to ``dspy.LM`` as keyword arguments. ``llama_loader``
+    replaces the real llama.cpp loader for an embedded backbone (tests inject a fake model through it).
     """
     # LiteLLM (DSPy's fallback backend) otherwise fetches its cost map from GitHub on first use.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    install_retry_ceiling()
+    install_retry_policy()
     where = _Where(source, role)
     common: dict[str, Any] = {
         "temperature": cfg.temperature,
-        "max_tokens": cfg.max_tokens,
+        "max_tokens": cfg.output_budget,
         "cache": cfg.cache,
         "num_retries": cfg.num_retries,
+        "service": f"{role} backbone {cfg.dspy_model}" + (f" at {cfg.api_base}" if cfg.api_base else ""),
+        "min_output_tokens": cfg.min_output_tokens,
     }
     if cfg.top_p is not None:
         common["top_p"] = cfg.top_p
     if cfg.kind == "embedded":
         return _embedded_lm(cfg, common, where, llama_loader)
-    remote: dict[str, Any] = {}
+    remote: dict[str, Any] = copy.deepcopy(cfg.extra)  # the LM may keep and change what it is given
+    if cfg.reasoning_effort is not None:
+        remote["reasoning_effort"] = cfg.reasoning_effort
     if cfg.timeout is not None:
         remote["timeout"] = cfg.timeout
     if cfg.api_base is not None:
@@ -68,7 +75,7 @@ def build_lm(
     elif key is not None:
         remote["api_key"] = key
     try:
-        return dspy.LM(cfg.dspy_model, **common, **remote)
+        return ClearmedLM(cfg.dspy_model, **common, **remote)
     except (ValueError, dspy.LMConfigurationError) as exc:
         raise ConfigError(where.at("model", _without_secrets(str(exc), key))) from None
 
@@ -118,4 +125,4 @@ def _embedded_lm(
     if llama_loader is load_llama:  # the real engine: prove it decodes here before any model call
         ensure_engine_works(str(model_path), n_threads=cfg.threads)
     engine = LlamaCppEngine.from_config(cfg, str(model_path), loader=llama_loader)
-    return dspy.LM(cfg.dspy_model, engine=engine, async_engine=AsyncLlamaCppEngine(engine), **common)
+    return ClearmedLM(cfg.dspy_model, engine=engine, async_engine=AsyncLlamaCppEngine(engine), **common)

@@ -194,7 +194,7 @@ def _prompt_state_cache(llama_cpp: Any, capacity_bytes: int, live_tokens: Callab
       `MIN_RESTORE_GAIN` tokens about as much, so shorter gains are reported as a miss.
     """
 
-    class PromptStateCache(llama_cpp.LlamaRAMCache):  # type: ignore[misc, name-defined]
+    class PromptStateCache(llama_cpp.LlamaRAMCache):
         def __setitem__(self, key: Sequence[int], value: Any) -> None:
             if getattr(value, "scores", None) is not None and len(value.scores) > 1:
                 value.scores = value.scores[:1].copy()

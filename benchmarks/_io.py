@@ -146,7 +146,7 @@ def read_delimited(
         for index, record in enumerate(_decoded(reader, path, lambda: reader.line_num + 1)):
             location = f"{path}:{start_line}"
             start_line = reader.line_num + 1
-            extra = record.pop(None, None)  # type: ignore[call-overload]
+            extra = record.pop(None, None)  # DictReader's key for the fields beyond the header
             if extra:
                 yield RawRow(location, index, None, group, error=f"{len(extra)} more fields than the header")
             elif any(value is None for value in record.values()):

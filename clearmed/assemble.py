@@ -15,6 +15,7 @@ from clearmed.errors import UsageError
 from clearmed.programs.baselines import SinglePathway
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import CLEAR_VARIANTS, clear_variant_settings
+from clearmed.retrieval.config import CorpusConfig, CorpusRetriever
 from clearmed.retrieval.factory import build_retriever, build_web_search
 
 
@@ -53,6 +54,7 @@ PROGRAMS: dict[str, str] = {
     "clear-judge-qpis": "CLEAR with the option-wise judge and QPIS",
     "direct": "Direct: the parametric pathway alone",
     "medrag": "MedRAG (BM25): the local pathway alone",
+    "medrag-medcpt": "MedRAG (MedCPT): the local pathway alone, with MedCPT dense retrieval",
     "online": "online-only: the dynamic pathway alone",
 }
 
@@ -78,12 +80,28 @@ def build_program(
         )
         program.program_name = name
         return program
-    needs_local, needs_web = name == "medrag", name == "online"
+    corpus = medrag_corpus(name, config)
     return SinglePathway(
         name,  # type: ignore[arg-type]
-        build_retriever(config.corpus) if needs_local and config.corpus is not None else None,
-        build_web_search(config.search) if needs_web and config.search is not None else None,
+        build_retriever(corpus) if corpus is not None else None,
+        build_web_search(config.search) if name == "online" and config.search is not None else None,
         settings=config.program,
         quality_priors=config.quality_priors,
         role_lms=lms,
     )
+
+
+# The MedRAG baselines search with the retriever they are named after; CLEAR's programs with the config's.
+MEDRAG_RETRIEVERS: dict[str, CorpusRetriever] = {"medrag": "bm25", "medrag-medcpt": "medcpt"}
+
+
+def medrag_corpus(name: str, config: ClearmedConfig) -> CorpusConfig | None:
+    """The corpus a MedRAG baseline searches: the config's, with the baseline's retriever (None: no local search)."""
+    retriever = MEDRAG_RETRIEVERS.get(name)
+    if retriever is None or config.corpus is None:
+        return None
+    if retriever != "bm25" and config.corpus.backend != "lucene":
+        raise UsageError(
+            f'{name} searches MedCPT indexes in MedRAG\'s layout: set [corpus] backend = "lucene", db_dir and corpora'
+        )
+    return config.corpus.model_copy(update={"retriever": retriever})

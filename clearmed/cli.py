@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from rich.console import Console
 
 from clearmed import __version__
-from clearmed.errors import UsageError
+from clearmed.errors import FatalServiceError, UsageError
+
+if TYPE_CHECKING:
+    from clearmed.signatures.records import AnswerMode, Question
+
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    _SubParsers = argparse._SubParsersAction
 
 Handler = Callable[[argparse.Namespace], int]
 _OPTION = re.compile(r"^\s*([A-Za-z])\s*[:=.)]\s*(.+)$", re.DOTALL)
@@ -31,7 +40,7 @@ def parse_options(raw: Sequence[str]) -> dict[str, str]:
     return options
 
 
-def _question_from_args(args: argparse.Namespace):  # -> Question
+def _question_from_args(args: argparse.Namespace) -> Question:
     from clearmed.demo_bundle import demo_question
     from clearmed.signatures.records import Question
 
@@ -44,7 +53,7 @@ def _question_from_args(args: argparse.Namespace):  # -> Question
     options = parse_options(args.option) if args.option else None
     if options is not None and len(options) < 2:
         raise UsageError("a multiple-choice question needs at least two --option values")
-    mode = "free_text" if options is None else ("multi" if args.multi else "single")
+    mode: AnswerMode = "free_text" if options is None else ("multi" if args.multi else "single")
     try:
         return Question(id="cli", text=args.question, options=options, answer_mode=mode, context=args.context)
     except pydantic.ValidationError as err:
@@ -52,28 +61,27 @@ def _question_from_args(args: argparse.Namespace):  # -> Question
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from clearmed.assemble import build_clear
-    from clearmed.config import load_config
-    from clearmed.render import render_decision
+    question = _question_from_args(args)  # a bad question is refused before anything heavy is imported
+    with Console(stderr=True).status("loading the program ...", spinner="dots") as status:
+        from clearmed.assemble import build_clear
+        from clearmed.config import load_config
+        from clearmed.optimize.artifacts import apply_artifact, with_artifact
+        from clearmed.programs import over_budget
 
-    question = _question_from_args(args)
-    config = load_config(args.config)
-    from clearmed.programs import over_budget
-
-    refusal = over_budget(question, config.program)  # before loading a model that could not read it
-    if refusal is not None:
-        raise UsageError(refusal)
-    from clearmed.optimize.artifacts import apply_artifact, with_artifact
-
-    artifact, config = with_artifact(args.program_artifact, config)
-    console = Console(stderr=True)
-    with console.status(f"answering with {config.backbones['main'].model} ...", spinner="dots"):
+        config = load_config(args.config)
+        refusal = over_budget(question, config.program)  # before loading a model that could not read it
+        if refusal is not None:
+            raise UsageError(refusal)
+        artifact, config = with_artifact(args.program_artifact, config)
+        status.update(f"answering with {config.backbones['main'].model} ...")
         program = build_clear(config)
         apply_artifact(program, artifact, config)
         decision = program(question=question).decision
     if args.json:
         sys.stdout.write(decision.model_dump_json(indent=2) + "\n")
     else:
+        from clearmed.render import render_decision
+
         render_decision(decision, Console(), passages=args.passages)
     return 0 if decision.status == "answered" else 1
 
@@ -105,6 +113,66 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+# The commands beyond ask, demo and config, each registered by its module's `register(commands)`: name -> (module,
+# the one line `clearmed --help` shows). A module is imported only when its command is chosen, so building the
+# parser, and `clearmed ask`, load none of what the others need (Optuna, matplotlib, Jinja2, the index builders).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("clearmed.commands.evaluate", "evaluate a program on a benchmark (resumable run folder)"),
+    "compare": ("clearmed.commands.evaluate", "put finished runs side by side"),
+    "benchmarks": ("clearmed.commands.evaluate", "list the benchmarks with hub ids and scoring"),
+    "report": (
+        "clearmed.commands.report",
+        "write a static HTML report of run folders (overview, question trails, comparisons)",
+    ),
+    "index": ("clearmed.commands.index", "build or inspect a local BM25 index (bm25s or Lucene)"),
+    "export-sft": (
+        "clearmed.commands.export_sft",
+        "export validated option-wise judge traces (from a teacher's eval runs) as SFT chat JSONL",
+    ),
+    "compile": ("clearmed.commands.compile", "optimize the program's prompts with a DSPy optimizer"),
+    "tune": (
+        "clearmed.commands.tune",
+        "tune the adjudication thresholds with Optuna by replaying stored eval runs (no new LM calls)",
+    ),
+    "doctor": ("clearmed.commands.doctor", "check the engine, the model and the backends of a config"),
+}
+
+
+class _LazyCommands(_SubParsers):
+    """Subcommands listed by name and help alone; the chosen one's module builds its real parser when parsed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unloaded: dict[str, tuple[str, str]] = {}  # command -> the module that registers it, its help line
+
+    def add_lazy(self, name: str, module: str, help: str) -> None:
+        self.add_parser(name, help=help)  # a placeholder: lists the command and accepts its name
+        self._unloaded[name] = (module, help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        assert isinstance(values, list)  # nargs=PARSER: the command, then its arguments
+        if values[0] in self._unloaded:
+            self._load(self._unloaded[values[0]][0])
+        super().__call__(parser, namespace, values, option_string)
+
+    def _load(self, module: str) -> None:
+        """Swap the placeholders of every command ``module`` registers for the parsers it builds."""
+        helps = {name: help for name, (owner, help) in self._unloaded.items() if owner == module}
+        for name in helps:
+            del self._unloaded[name], self._name_parser_map[name]
+        importlib.import_module(module).register(self)
+        for name, help in helps.items():
+            if name not in self._name_parser_map:
+                raise RuntimeError(f"{module} did not register the command {name!r}")
+            self._name_parser_map[name].description = self._name_parser_map[name].description or help
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="clearmed",
@@ -112,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"clearmed {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", action=_LazyCommands)
+    assert isinstance(commands, _LazyCommands)
 
     ask = commands.add_parser("ask", help="answer one question and show its adjudication trail")
     ask.add_argument("question", nargs="?", help="the question text")
@@ -134,19 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--list", action="store_true", help="list packaged configs")
     config.set_defaults(func=cmd_config)
 
-    for module in _COMMAND_MODULES:
-        module.register(commands)
+    for name, (module, help_line) in COMMANDS.items():
+        commands.add_lazy(name, module, help_line)
     return parser
-
-
-def _load_command_modules() -> list:
-    from clearmed.commands import compile as compile_command
-    from clearmed.commands import doctor, evaluate, export_sft, index, report, tune
-
-    return [evaluate, report, index, export_sft, compile_command, tune, doctor]
-
-
-_COMMAND_MODULES = _load_command_modules()
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
@@ -157,7 +216,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from clearmed.retrieval.base import EvidenceError
     from clearmed.retrieval.corpus import CorpusError
 
-    return (UsageError, ConfigError, EngineCheckError, EvidenceError, CorpusError, BenchmarkError, RunStoreError)
+    return (ConfigError, EngineCheckError, EvidenceError, CorpusError, BenchmarkError, RunStoreError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -170,9 +229,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.func
     try:
         return handler(args)
+    # Apart, so that refusing bad input never imports the layers that define the others. A fatal service error (a
+    # rejected key, an exhausted balance, a missing model) is one line too: no retry or later question would mend it.
+    except (UsageError, FatalServiceError) as err:
+        return _error_line(err)
     except _known_errors() as err:
-        print(f"clearmed: error: {_printable(str(err))}", file=sys.stderr)
-        return 2
+        return _error_line(err)
     except KeyboardInterrupt:
         print("clearmed: interrupted", file=sys.stderr)
         return 130
@@ -184,6 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _error_line(err: BaseException) -> int:
+    print(f"clearmed: error: {_printable(str(err))}", file=sys.stderr)
+    return 2
 
 
 def _printable(message: str, *, one_line: bool = True) -> str:

@@ -8,11 +8,12 @@ Relative paths are resolved against the config file's folder, so a config travel
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -26,7 +27,7 @@ DEFAULT_CONFIG = "embedded"
 
 
 class RunSettings(BaseModel):
-    """How scripts run the program: threads for evaluation, the seed, and where results go."""
+    """How scripts run the program: threads for evaluation, the seed, where results go, and the budget."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -34,6 +35,23 @@ class RunSettings(BaseModel):
     seed: int = 0
     runs_dir: Path = Path("runs")
     lm_cache_dir: Path | None = Field(default=None, description="DSPy's LM cache folder ($DSPY_CACHEDIR)")
+    max_cost: float | None = Field(
+        default=None, gt=0, description="US dollars of LM calls a run may spend; no question starts past it"
+    )
+
+
+# Settings that change how a run goes, never what it answers: where the config was read from, the [run] table, time
+# limits, retries, caches, keys' variable names, prices and budgets. Left out of the config digest, so a run resumes
+# after a timeout is raised or the thread count changed (`answer_settings`); everything else is a different run.
+_OPERATIONAL: Final[dict[str, Any]] = {
+    "source": True,
+    "run": True,
+    "backbones": {
+        "__all__": {"timeout", "num_retries", "cache", "price", "prompt_cache_mb", "model_cache_dir", "api_key_env"}
+    },
+    "search": {"timeout": True, "cache_path": True, "cache_mode": True, "tavily": {"api_key_env"}},
+    "corpus": {"threads"},
+}
 
 
 class ClearmedConfig(BaseModel):
@@ -47,6 +65,29 @@ class ClearmedConfig(BaseModel):
     thresholds: Thresholds = Field(default_factory=Thresholds)
     program: ProgramSettings = Field(default_factory=ProgramSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+
+
+def answer_settings(config: ClearmedConfig, *, exclude_defaults: bool = False) -> dict[str, Any]:
+    """The config as JSON data minus its operational settings: what the config digest fingerprints."""
+    return json.loads(
+        config.model_dump_json(exclude=_OPERATIONAL, exclude_none=True, exclude_defaults=exclude_defaults)
+    )
+
+
+def without_operational(data: Mapping[str, Any], spec: Mapping[str, Any] = _OPERATIONAL) -> dict[str, Any]:
+    """A config as JSON data (a run folder's config.json, say) minus its operational settings."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        rule = spec.get(key, spec.get("__all__"))  # True: drop it; a set: drop those keys of it; a mapping: recurse
+        if rule is True:
+            continue
+        if isinstance(rule, set | frozenset) and isinstance(value, Mapping):
+            out[key] = {name: item for name, item in value.items() if name not in rule}
+        elif isinstance(rule, Mapping) and isinstance(value, Mapping):
+            out[key] = without_operational(value, rule)
+        else:
+            out[key] = value
+    return out
 
 
 def packaged_configs() -> dict[str, Path]:
@@ -70,7 +111,7 @@ def resolve_config_path(name_or_path: str | None) -> Path:
 
 
 _PATH_FIELDS = {
-    "corpus": ("path", "index_dir", "data_root"),
+    "corpus": ("path", "index_dir", "data_root", "db_dir"),
     "search": ("pages", "index_dir", "cache_path", "data_root"),
     "run": ("runs_dir", "lm_cache_dir"),
 }

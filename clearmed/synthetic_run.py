@@ -18,7 +18,7 @@ from clearmed.evaluation import EvalRecord, EvalSpec, run_evaluation
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch, web_passage
-from clearmed.signatures.records import PATHWAYS, ROUTE_TABLE, Question, Thresholds
+from clearmed.signatures.records import PATHWAYS, ROUTE_TABLE, Question, Route, Thresholds
 from clearmed.testing import GUARD_ALL_TRUE, LOCAL, QUESTION, ScriptedCall, ScriptedEngine, scripted_lm
 
 SYNTHETIC_CONFIG: ClearmedConfig = parse_config(
@@ -62,16 +62,17 @@ class _Plan:
         self.gold = dynamic if web_right else rng.choice([parametric, local])
         if pattern == "unanimous":
             self.gold = a if rng.random() < 0.9 else rng.choice([x for x in _LETTERS if x != a])
-        routes = {
+        routes_of: dict[str, list[Route]] = {
             "unanimous": ["consensus"],
             "pl": ["consensus", "consensus", "accept_dynamic", "needs_more_search"],
             "ld": ["consensus", "keep_local"],
             "pd": ["consensus", "keep_local", "needs_more_search"],
             "split": ["keep_local", "accept_dynamic", "keep_parametric", "needs_more_search"],
-        }[pattern]
+        }
+        routes = routes_of[pattern]
         self.route = rng.choice(routes)
-        self.second_route = rng.choice([r for r in routes if r != "needs_more_search"] or ["keep_local"])
-        # A verifier that is right tends to be more confident: the confidence gates have signal to find.
+        self.second_route: Route = rng.choice([r for r in routes if r != "needs_more_search"] or ["keep_local"])
+        # A verifier that is right tends to be more confident (reports break accuracy down by confidence).
         confident = web_right == (self.route == "accept_dynamic")
         self.confidence = rng.choices(["low", "medium", "high"], weights=[1, 2, 4] if confident else [4, 2, 1])[0]
         self.guard_ok = web_right if rng.random() < 0.8 else not web_right

@@ -117,10 +117,7 @@ def format_chat_reply(fields: Mapping[str, object]) -> str:
 @dataclass
 class ScriptedEngine:
     """Answers each stage from `script`; with `scores`, also scores options for those stages (as a backbone
-    exposing log-probabilities would), raising `ScoringError` for a stage it has no distribution for.
-
-    A dynamic answer shown follow-up passages (ids F1.1, ...: the calibrated verifier's re-scoring) is scored from
-    `scores["dynamic_followup"]` when there is one, and recorded under that name; else as any dynamic answer."""
+    exposing log-probabilities would), raising `ScoringError` for a stage it has no distribution for."""
 
     script: dict[str, ScriptValue]
     calls: list[ScriptedCall] = field(default_factory=list)
@@ -136,10 +133,8 @@ class ScriptedEngine:
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
         user = "\n".join(m["content"] for m in messages if m["role"] == "user")
         # A scored prompt asks for `answer` alone; the evidence field (and its ids) tells the pathway.
-        has_evidence = "## evidence ##" in user or "\n\nEvidence:\n" in user  # the chat or the plain scoring prompt
+        has_evidence = "## evidence ##" in user
         stage = ("local_answer" if "[L1]" in user else "dynamic_answer") if has_evidence else "parametric"
-        if stage == "dynamic_answer" and "dynamic_followup" in self.scores and re.search(r"^\[F\d", user, re.M):
-            stage = "dynamic_followup"
         dist = self.scores.get(stage)
         if dist is None:
             raise ScoringError(f"no scores scripted for stage {stage!r}")

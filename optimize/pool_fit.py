@@ -4,17 +4,17 @@ The verifier pools the pathways' option distributions log-linearly,
 
     s(o) = w_p log p_parametric(o) + w_l log p_local(o) + (w_d + w_h * high share) log p_dynamic(o),
 
-and `calibrated_weights` searches the four weights with TPE for train accuracy. Accuracy is a step function of
-the weights: on a few hundred questions the search finds weights that win a handful of train questions by luck
-(measured on the embedded model: 48.6% against the parametric pathway's 48.2% on 245 MMLU-Med train ids, and 2
-points below it on the held-out ids). The likelihood of the gold options under the pooled distribution (a
+and searching the four weights for train accuracy (the removed `calibrated_weights` group) found weights that win
+a handful of train questions by luck: accuracy is a step function of the weights (measured on the embedded model:
+48.6% against the parametric pathway's 48.2% on 245 MMLU-Med train ids, and 2 points below it on the held-out
+ids). The likelihood of the gold options under the pooled distribution (a
 conditional logit over the options) is smooth and convex in the weights, so its maximum is stable, and it says
 outright when a pathway adds nothing: its weight goes to 0. That is the fit here, with the weights held
 non-negative, as CLEAR's pooling means them (a negative weight would vote against the options a pathway likes).
 
 Each question contributes the distributions the verifier pools for it (`programs.pool_inputs`), as the pathways
-scored them before a follow-up round or a letter-prior correction; a pathway the verifier would leave out
-contributes nothing, as in the pool. Only single-answer MCQs with gold count.
+scored them; a pathway that generated its letter contributes nothing, as in the pool. Only single-answer MCQs with
+gold count.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from clearmed.programs import POOL_FLOOR, high_quality_share, pool_inputs
-from clearmed.programs.adjudication import before_followups
-from clearmed.signatures.records import Decision, Thresholds
+from clearmed.programs.adjudication.calibrated import POOL_FLOOR, high_quality_share, pool_inputs
+from clearmed.signatures.records import Decision
 
 __all__ = [
     "WEIGHT_FIELDS",
@@ -38,8 +37,7 @@ __all__ = [
     "weights_by_likelihood",
 ]
 
-# The calibrated verifier's four pooling-weight thresholds, in the order of the features' columns (tuning searches
-# the same four under `calibrated_weights`).
+# The calibrated verifier's four pooling-weight thresholds, in the order of the features' columns.
 WEIGHT_FIELDS = (
     "calibrated_parametric_weight",
     "calibrated_local_weight",
@@ -70,7 +68,7 @@ class PooledWeights(BaseModel):
     questions: int = Field(ge=0)
 
 
-def pool_features(decisions: Iterable[Decision], thresholds: Thresholds) -> PoolFeatures:
+def pool_features(decisions: Iterable[Decision]) -> PoolFeatures:
     """The fit's inputs from stored decisions (the pathways' distributions as they scored them)."""
     rows: list[list[list[float]]] = []
     gold: list[int] = []
@@ -78,12 +76,12 @@ def pool_features(decisions: Iterable[Decision], thresholds: Thresholds) -> Pool
     for decision in decisions:
         if decision.agreement is None:  # a question that crashed before its pathways answered
             continue
-        bundle, _ = before_followups(decision.bundle, decision.agreement)
+        bundle = decision.bundle.initial()  # as the verifier pooled it: before any follow-up round
         question = bundle.question
         options = list(question.options or {})
         if question.answer_mode != "single" or not question.gold_letters or question.gold_letters[0] not in options:
             continue
-        distributions = pool_inputs(bundle, thresholds)
+        distributions = pool_inputs(bundle)
         if not distributions:
             continue
         share = high_quality_share(bundle)
@@ -129,9 +127,9 @@ def _pooled(x: np.ndarray, present: np.ndarray, w: np.ndarray) -> np.ndarray:
     return p / p.sum(axis=1, keepdims=True)
 
 
-def weights_by_likelihood(decisions: Iterable[Decision], thresholds: Thresholds) -> PooledWeights:
+def weights_by_likelihood(decisions: Iterable[Decision]) -> PooledWeights:
     """The four pooling thresholds fitted on `decisions` (train records only), with the fit's likelihood."""
-    features = pool_features(decisions, thresholds)
+    features = pool_features(decisions)
     w = fit_pool_weights(features)
     if len(features.gold):
         p = _pooled(features.logs, features.present, w)[np.arange(len(features.gold)), features.gold]

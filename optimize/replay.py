@@ -1,16 +1,16 @@
 """Replay the adjudication layer over a stored Decision: new thresholds or switches, zero new LM calls.
 
-A Decision keeps the candidates, passages, quality labels, agreement, every verifier output, every follow-up
-round and every guard/audit assessment. `replay_decision` runs the same `adjudicate` procedure as the live
-program, with actions served from those records. A branch the original run never took (a follow-up search
-that was not issued, a guard assessment never asked for) cannot be served from the record: replay then
-either raises `ReplayMiss`, or asks the `live` actions supplied by the caller (an LM-backed program, whose
-calls DSPy's cache makes free on a second visit).
+A Decision keeps the bundle as the pathways left it, each follow-up round beside it, the agreement adjudication
+started from, every verifier output and every guard/audit assessment, each with what it judged.
+`replay_decision` runs the same `adjudicate` procedure as the live program from the record as written (its bundle
+without the follow-up rounds), with actions served from those records.
 
-Replay starts from the bundle as the pathways left it (`before_followups`): no follow-up round, and the dynamic
-candidate that a calibrated verifier's re-scoring round replaced put back. Serving that recorded round (with its
-re-scored distribution) re-applies the replacement, so the calibrated verifier of a run recorded with
-`calibrated_more_search_below` replays with no LM call at any threshold up to the recorded one.
+Replay is exact or a miss. A recorded judgement is reused only for what it judged: a verifier output for the
+same answers, agreement and number of follow-up rounds, a guard or audit assessment for the same default,
+challenger and number of rounds. Anything else (a branch the original run never took, a record made with a
+removed setting) cannot be served: replay then either raises `ReplayMiss`, or asks the `live` actions supplied by
+the caller (an LM-backed program, whose calls DSPy's cache makes free on a second visit). The calibrated verifier
+is not served but recomputed under the replayed weights: pure arithmetic over the recorded distributions.
 """
 
 from __future__ import annotations
@@ -18,21 +18,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from clearmed.programs import calibrated_verify
-from clearmed.programs.adjudication import (
-    ALL_MECHANISMS,
-    Adjudicated,
-    AdjudicationActions,
-    Mechanisms,
-    adjudicate,
-    before_followups,
-)
-from clearmed.retrieval.quality import QualityPriors
+from clearmed.programs.adjudication import ALL_MECHANISMS, Adjudicated, AdjudicationActions, Mechanisms, adjudicate
+from clearmed.programs.adjudication.calibrated import calibrated_verify
+from clearmed.programs.adjudication.rules import guard_default
 from clearmed.signatures.records import (
     NEEDS_MORE_SEARCH,
+    AdjudicationStep,
     Agreement,
     Answer,
     AuditAssessment,
+    Contest,
     Decision,
     EvidenceBundle,
     FollowUpRound,
@@ -40,6 +35,7 @@ from clearmed.signatures.records import (
     RuleId,
     StepError,
     Thresholds,
+    VerifierInputs,
     VerifierOutput,
 )
 
@@ -48,26 +44,88 @@ class ReplayMiss(LookupError):
     """The replayed procedure needs a judgement the original run never made."""
 
 
+@dataclass(frozen=True)
+class _Verification:
+    output: VerifierOutput
+    rule: RuleId
+    inputs: VerifierInputs
+
+
+@dataclass(frozen=True)
+class _Assessment:
+    judgement: GuardAssessment | AuditAssessment | StepError
+    contest: Contest
+
+
+def inputs_of(bundle: EvidenceBundle, agreement: Agreement) -> VerifierInputs:
+    """What a verifier given this bundle and agreement reads (as `Proceedings.inputs` records it)."""
+    answers = {c.pathway: c.answer for c in bundle.candidates}
+    return VerifierInputs(answers=answers, agreement=agreement, followup_rounds=len(bundle.followups))
+
+
+def _recorded_verifications(decision: Decision) -> list[_Verification]:
+    """The verifier outputs the actions gave, in order. A record written before steps named their inputs: the
+    n-th verification read the bundle with its first n rounds (all needs_more_search rounds: verifications come
+    before the guard or audit), which is what replay derives for it."""
+    assert decision.agreement is not None
+    internal = ("followup_bound_reached", "route_not_backed")  # decided by rules inside adjudicate, not actions
+    found: list[_Verification] = []
+    for step in decision.steps:
+        if step.mechanism not in ("verifier", "fallback") or step.verifier is None or step.rule in internal:
+            continue
+        inputs = step.inputs
+        if inputs is None:
+            seen = decision.bundle.model_copy(update={"followups": decision.bundle.followups[: len(found)]})
+            inputs = inputs_of(seen, decision.agreement)
+        found.append(_Verification(step.verifier, step.rule, inputs))  # type: ignore[arg-type]
+    return found
+
+
+def _derived_contest(decision: Decision, step: AdjudicationStep) -> Contest | None:
+    """What an older record's guard or audit assessment judged: the last action of its adjudication, made on the
+    bundle with every round."""
+    assert decision.agreement is not None
+    bundle = decision.bundle
+    challenger = bundle.candidate("dynamic").answer
+    if step.mechanism == "guard":
+        default: Answer | None = guard_default(bundle, decision.agreement)[0]
+    else:
+        default = bundle.candidate("parametric").answer
+    if default is None or challenger is None:
+        return None
+    return Contest(default=default, challenger=challenger, followup_rounds=len(bundle.followups))
+
+
+def _recorded_assessment(decision: Decision, mechanism: str) -> _Assessment | None:
+    failed = f"{mechanism}_assessment_failed"
+    for step in decision.steps:
+        if step.mechanism != mechanism:
+            continue
+        judgement: GuardAssessment | AuditAssessment | StepError | None = step.guard or step.audit
+        if judgement is None and step.rule == failed:
+            judgement = step.error
+        if judgement is None:
+            continue
+        contest = step.contest or _derived_contest(decision, step)
+        return _Assessment(judgement, contest) if contest is not None else None
+    return None
+
+
 @dataclass
 class RecordedActions:
-    """AdjudicationActions served from one stored Decision, in the order the original run used them."""
+    """AdjudicationActions served from one stored Decision, each judgement only for what it judged."""
 
     decision: Decision
     live: AdjudicationActions | None = None
     # The thresholds being replayed: a calibrated verifier is recomputed under them (its weights), not served.
     thresholds: Thresholds | None = None
-    # Whether the replayed mechanisms include follow-up searches (a calibrated verifier asks for none without).
-    followup: bool = True
     misses: list[str] = field(default_factory=list)
-    # What the replayed procedure took from the record: "verify", "follow_up", "guard", "audit", and "rescore" (a
-    # needs_more_search round whose re-scoring of the dynamic pathway the run paid for), for cost accounting.
+    # What the replayed procedure took from the record ("verify", "follow_up", "guard", "audit"), for its cost.
     served: Counter[str] = field(default_factory=Counter)
-    _verifier_queue: list[tuple[VerifierOutput, RuleId]] = field(default_factory=list, init=False)
+    _verifications: list[_Verification] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        steps = [s for s in self.decision.steps if s.mechanism in ("verifier", "fallback") and s.verifier is not None]
-        internal = ("followup_bound_reached", "route_not_backed")  # decided by rules inside adjudicate, not actions
-        self._verifier_queue = [(s.verifier, s.rule) for s in steps if s.rule not in internal]  # type: ignore[misc]
+        self._verifications = _recorded_verifications(self.decision)
 
     def _miss(self, what: str) -> None:
         self.misses.append(what)
@@ -75,20 +133,24 @@ class RecordedActions:
             raise ReplayMiss(f"{self.decision.question_id}: the original run has no record of {what}")
 
     def verify(self, bundle: EvidenceBundle, agreement: Agreement) -> tuple[VerifierOutput, RuleId]:
-        # Verifications happen only in the needs_more_search loop: the n-th saw n merged rounds of that kind.
-        rounds = sum(1 for r in bundle.followups if r.trigger == NEEDS_MORE_SEARCH)
         # A question the calibrated verifier decided once is decided by it in every round (its inputs are the same
         # kind throughout), also in a round the record lacks.
-        first = self._verifier_queue[0][0] if self._verifier_queue else None
+        first = self._verifications[0].output if self._verifications else None
         if first is not None and first.mode == "calibrated" and self.thresholds is not None:
-            calibrated = calibrated_verify(bundle, agreement, self.thresholds, may_search=self.followup)
+            calibrated = calibrated_verify(bundle, agreement, self.thresholds)
             if calibrated is not None:  # pure arithmetic over the recorded distributions: no LM call
                 self.served["verify"] += 1
                 return calibrated
-        if rounds < len(self._verifier_queue):
-            self.served["verify"] += 1
-            return self._verifier_queue[rounds]
-        self._miss(f"a verification after {rounds} follow-up rounds")
+        # Verifications happen only in the needs_more_search loop: the n-th saw n rounds of that kind.
+        rounds = sum(1 for r in bundle.followups if r.trigger == NEEDS_MORE_SEARCH)
+        if rounds < len(self._verifications):
+            recorded = self._verifications[rounds]
+            if recorded.inputs == inputs_of(bundle, agreement):
+                self.served["verify"] += 1
+                return recorded.output, recorded.rule
+            self._miss(f"a verification of these answers after {rounds} follow-up rounds (it verified others)")
+        else:
+            self._miss(f"a verification after {rounds} follow-up rounds")
         assert self.live is not None
         return self.live.verify(bundle, agreement)
 
@@ -97,30 +159,39 @@ class RecordedActions:
         matching = [r for r in self.decision.bundle.followups if r.trigger == trigger]
         if used < len(matching):
             self.served["follow_up"] += 1
-            if trigger == NEEDS_MORE_SEARCH:
-                self.served["rescore"] += 1
             return matching[used]
         self._miss(f"a {trigger} follow-up search")
         assert self.live is not None
         return self.live.follow_up(bundle, trigger)
 
+    def _assessment(
+        self, mechanism: str, bundle: EvidenceBundle, default: Answer, challenger: Answer
+    ) -> GuardAssessment | AuditAssessment | StepError | None:
+        """The recorded assessment of this contest, or None after counting the miss."""
+        recorded = _recorded_assessment(self.decision, mechanism)
+        asked = Contest(default=default, challenger=challenger, followup_rounds=len(bundle.followups))
+        if recorded is not None and recorded.contest == asked:
+            self.served[mechanism] += 1
+            return recorded.judgement
+        what = f"{default.display()} against {challenger.display()} after {asked.followup_rounds} rounds"
+        self._miss(f"a {mechanism} assessment of {what}" + (" (it assessed another)" if recorded else ""))
+        return None
+
     def assess_guard(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
-        for step in self.decision.steps:
-            if step.mechanism == "guard" and (step.guard is not None or step.rule == "guard_assessment_failed"):
-                self.served["guard"] += 1
-                return step.guard if step.guard is not None else step.error  # type: ignore[return-value]
-        self._miss("an override guard assessment")
-        assert self.live is not None
-        return self.live.assess_guard(bundle, default, challenger)
+        found = self._assessment("guard", bundle, default, challenger)
+        if found is None:
+            assert self.live is not None
+            return self.live.assess_guard(bundle, default, challenger)
+        assert not isinstance(found, AuditAssessment)
+        return found
 
     def assess_audit(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> AuditAssessment | StepError:
-        for step in self.decision.steps:
-            if step.mechanism == "audit" and (step.audit is not None or step.rule == "audit_assessment_failed"):
-                self.served["audit"] += 1
-                return step.audit if step.audit is not None else step.error  # type: ignore[return-value]
-        self._miss("a challenge audit assessment")
-        assert self.live is not None
-        return self.live.assess_audit(bundle, default, challenger)
+        found = self._assessment("audit", bundle, default, challenger)
+        if found is None:
+            assert self.live is not None
+            return self.live.assess_audit(bundle, default, challenger)
+        assert not isinstance(found, GuardAssessment)
+        return found
 
 
 def replay_decision(
@@ -129,15 +200,13 @@ def replay_decision(
     mechanisms: Mechanisms = ALL_MECHANISMS,
     *,
     live: AdjudicationActions | None = None,
-    priors: QualityPriors | None = None,
 ) -> tuple[Adjudicated, RecordedActions]:
-    """Re-run the adjudication rules of one stored Decision under other thresholds or switches.
-
-    `priors` are the run's quality priors (its config), used only when the thresholds' quality gate is on.
-    """
+    """Re-run the adjudication rules of one stored Decision under other thresholds or switches."""
     if decision.agreement is None:
         raise ReplayMiss(f"{decision.question_id}: the decision has no recorded agreement (not a CLEAR decision)")
-    actions = RecordedActions(decision, live=live, thresholds=thresholds, followup=mechanisms.followup)
-    bundle, agreement = before_followups(decision.bundle, decision.agreement)
-    result = adjudicate(bundle, agreement, thresholds, actions, mechanisms, priors=priors)
+    if decision.removed_settings:
+        removed = ", ".join(decision.removed_settings)
+        raise ReplayMiss(f"{decision.question_id}: recorded with {removed}, since removed; it cannot be reproduced")
+    actions = RecordedActions(decision, live=live, thresholds=thresholds)
+    result = adjudicate(decision.bundle.initial(), decision.agreement, thresholds, actions, mechanisms)
     return result, actions

@@ -26,18 +26,11 @@ from clearmed.errors import UsageError
 from clearmed.evaluation.store import EvalRecord, read_records
 from clearmed.metrics import score_mcq
 from clearmed.optimize.replay import RecordedActions, ReplayMiss, replay_decision
-from clearmed.programs import (
-    CLEAR,
-    AdjudicationActions,
-    Ledger,
-    LiveActions,
-    Mechanisms,
-    RunContext,
-    activate,
-    gate_accepts,
-)
+from clearmed.programs.adjudication import AdjudicationActions, Mechanisms
+from clearmed.programs.clear import CLEAR, LiveActions
+from clearmed.programs.lm.run_context import Ledger, RunContext, activate
 from clearmed.programs.settings import ProgramSettings, clear_variant_settings
-from clearmed.retrieval.quality import QualityPriors
+from clearmed.programs.task_adapters import gate_accepts
 from clearmed.signatures.records import CallUsage, Decision, Question, Thresholds
 
 OnMiss = Literal["keep-original", "penalize"]
@@ -82,21 +75,13 @@ class DecisionCost:
     guard: Cost
     audit: Cost
     original: Cost
-    # The calibrated verifier's re-scoring of the dynamic pathway on its needs_more_search round.
-    rescore: Cost
 
     @classmethod
     def of(cls, decision: Decision) -> DecisionCost:
         fixed: list[CallUsage] = []
-        by_action: dict[str, list[CallUsage]] = {"verify": [], "follow_up": [], "guard": [], "audit": [], "rescore": []}
-        searched = False
+        by_action: dict[str, list[CallUsage]] = {"verify": [], "follow_up": [], "guard": [], "audit": []}
         for row in decision.usage:
             action = _ACTION_OF_STAGE.get(row.stage)
-            # Rows are in call order and the pathways finish before adjudication starts: a dynamic answer after a
-            # follow-up search is the re-scoring on it, paid only when that round is replayed.
-            if row.stage == "dynamic_answer" and searched:
-                action = "rescore"
-            searched = searched or action == "follow_up"
             (by_action[action] if action else fixed).append(row)
         rounds = len(decision.bundle.followups)
         # Rows do not say which round they belong to; a round's cost is the recorded average.
@@ -108,7 +93,6 @@ class DecisionCost:
             guard=Cost.of(by_action["guard"]),
             audit=Cost.of(by_action["audit"]),
             original=Cost.of(decision.usage),
-            rescore=Cost.of(by_action["rescore"]),
         )
 
     def replayed(self, actions: RecordedActions) -> Cost:
@@ -121,8 +105,6 @@ class DecisionCost:
             total = total + self.guard
         if served["audit"]:
             total = total + self.audit
-        if served["rescore"]:
-            total = total + self.rescore
         return total
 
 
@@ -254,14 +236,12 @@ class Rescorer:
         self,
         items: Sequence[ReplayItem],
         *,
-        priors: QualityPriors | None = None,
         on_miss: OnMiss = "keep-original",
         cost_weight: float = 0.0,
         cost_unit: CostUnit = "calls",
         live: LiveSession | None = None,
     ) -> None:
         self.items = list(items)
-        self.priors = priors
         self.on_miss = on_miss
         self.cost_weight = cost_weight
         self.cost_unit = cost_unit
@@ -274,13 +254,11 @@ class Rescorer:
             return Outcome(item.original_correct, item.cost.original, False, decision.deciding_rule)
         try:
             if self.live is None:
-                result, actions = replay_decision(decision, thresholds, item.mechanisms, priors=self.priors)
+                result, actions = replay_decision(decision, thresholds, item.mechanisms)
                 extra = Cost()
             else:
                 with self.live.session() as session:
-                    result, actions = replay_decision(
-                        decision, thresholds, item.mechanisms, live=session.actions, priors=self.priors
-                    )
+                    result, actions = replay_decision(decision, thresholds, item.mechanisms, live=session.actions)
                 extra = Cost.of(session.rows())
         except ReplayMiss:
             correct = item.original_correct if self.on_miss == "keep-original" else False

@@ -21,11 +21,10 @@ import optuna
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.errors import UsageError
-from clearmed.optimize.pool_fit import WEIGHT_FIELDS, PooledWeights, weights_by_likelihood
+from clearmed.optimize.pool_fit import PooledWeights, weights_by_likelihood
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test
-from clearmed.programs import fit_letter_priors
-from clearmed.signatures.records import DOMAIN_TIER_NAMES, Confidence, Thresholds
+from clearmed.signatures.records import Thresholds
 
 
 @dataclass(frozen=True)
@@ -44,115 +43,39 @@ def _categorical(name: str, choices: Sequence[object], default: object) -> _Para
     return _Param(lambda trial: {name: trial.suggest_categorical(name, list(choices))}, {name: default})  # type: ignore[arg-type]
 
 
-def _quality_gate(trial: optuna.Trial) -> dict[str, object]:
-    # Conditional parameters: TPE only sees the cut-offs in trials that switched the gate on.
-    if not trial.suggest_categorical("quality_gate", [False, True]):
-        return {}
-    return {
-        "high_requires_prior": trial.suggest_float("high_requires_prior", 0.0, 1.0),
-        "medium_requires_prior": trial.suggest_float("medium_requires_prior", 0.0, 1.0),
-    }
-
-
-def _tier_weights(trial: optuna.Trial) -> dict[str, object]:
-    # Tier weights only matter under the gate; asked for only in trials that switched it on.
-    if not trial.params.get("quality_gate"):
-        return {}
-    return {
-        "prior_tier_weights": {tier: trial.suggest_float(f"tier_weight.{tier}", 0.0, 1.0) for tier in DOMAIN_TIER_NAMES}
-    }
-
-
-def _calibrated_weights(trial: optuna.Trial) -> dict[str, object]:
-    # The calibrated verifier's pooling weights; they change nothing for runs decided by another verifier.
-    return {name: trial.suggest_float(name, 0.0, 3.0) for name in WEIGHT_FIELDS}
-
-
-def _float(name: str, low: float, high: float, default: float) -> _Param:
-    return _Param(lambda trial: {name: trial.suggest_float(name, low, high)}, {name: default})
-
-
-# Single-number groups, each pure arithmetic over the recorded distributions except the first:
-# - calibrated_more_search: not in `calibrated_weights`, because this threshold opens a follow-up search and a
-#   re-scoring of the dynamic pathway, which replay serves only where the recorded run asked too: up to the threshold
-#   it was recorded with (under its weights). Above it a trial misses (`--on-miss`, or `--live` to ask the model).
-#   Record with a high threshold and tune this group below it.
-# - calibrated_generated: for runs where some pathways generated their letter (a backbone without
-#   log-probabilities), the probability such a letter stands for in the pool.
-# - calibrated_stated: for runs recorded with `[program] stated_confidence`, how far a stated confidence is trusted.
-# - letter_prior: how strongly the pathways' letter priors (fitted on the train run before the study,
-#   `fitted_base`) are divided out of their scored distributions.
-_SINGLE_NUMBER_GROUPS = {
-    "calibrated_more_search": _float("calibrated_more_search_below", 0.0, 1.0, 0.0),
-    "calibrated_generated": _float("calibrated_generated_probability", 0.25, 0.95, 0.0),
-    "calibrated_stated": _float("calibrated_stated_weight", 0.0, 1.0, 1.0),
-    "letter_prior": _float("letter_prior_strength", 0.0, 1.5, 0.0),
-}
-
-
-CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
-
-# Name -> parameter group. Order matters: tier weights read the quality_gate switch suggested before them.
+# Name -> parameter group.
 PARAMETERS: dict[str, _Param] = {
     "guard_min_high": _int("guard_min_high", 0, 3, 1),
     "audit_min_high": _int("audit_min_high", 0, 3, 1),
     "audit_min_medium": _int("audit_min_medium", 0, 4, 2),
     "max_followup_rounds": _int("max_followup_rounds", 0, 2, 1),
     "unanimity_fast_path": _categorical("unanimity_fast_path", [False, True], False),
-    "accept_dynamic_min_confidence": _categorical("accept_dynamic_min_confidence", CONFIDENCES, "low"),
-    "audit_skip_confidence": _categorical("audit_skip_confidence", [None, "medium", "high"], None),
-    "quality_gate": _Param(_quality_gate, {"quality_gate": False}),
-    "tier_weights": _Param(_tier_weights, {}),
-    "calibrated_weights": _Param(_calibrated_weights, {name: getattr(Thresholds(), name) for name in WEIGHT_FIELDS}),
-    **_SINGLE_NUMBER_GROUPS,
-    # The same four weights fitted by maximum likelihood on the train records before the study (`fitted_base`,
-    # `optimize.pool_fit`), not searched: nothing for a trial to suggest.
+    # The calibrated verifier's four pooling weights, fitted by maximum likelihood on the train records before the
+    # study (`fitted_base`, `optimize.pool_fit`), not searched: nothing for a trial to suggest. (Searching them for
+    # train accuracy, the removed `calibrated_weights` group, lost on held-out ids: docs/results.md.)
     "calibrated_fit": _Param(lambda trial: {}, {}),
 }
 
 
-# Tuned only when named. calibrated_more_search: a run recorded at the default threshold holds no follow-up round
-# to serve, so every trial above it would be a replay miss; name it when the train run was recorded with a higher
-# threshold. calibrated_generated and calibrated_stated change nothing unless some pathway generated its letter.
-# calibrated_fit replaces calibrated_weights' search by a fit of the same weights.
-OPT_IN_PARAMETERS: frozenset[str] = frozenset(
-    {"calibrated_more_search", "calibrated_generated", "calibrated_stated", "calibrated_fit"}
-)
+# With no --params: the likelihood fit of the pooling weights, the one tuning measured to do no harm
+# (docs/results.md: searching thresholds for train accuracy won questions by luck and lost them on held-out ids).
+DEFAULT_PARAMETERS: tuple[str, ...] = ("calibrated_fit",)
 
 
 def parse_params(raw: str | None) -> list[str]:
-    """`--params a,b`: the parameter groups to tune (default: all but the opt-in ones)."""
+    """`--params a,b`: the parameter groups to tune (default: `DEFAULT_PARAMETERS`)."""
     if not raw:
-        return [name for name in PARAMETERS if name not in OPT_IN_PARAMETERS]
+        return list(DEFAULT_PARAMETERS)
     names = [name.strip() for name in raw.split(",") if name.strip()]
     unknown = [name for name in names if name not in PARAMETERS]
     if unknown:
         raise UsageError(f"--params: unknown parameter {unknown[0]!r}; choose from {', '.join(PARAMETERS)}")
-    if "tier_weights" in names and "quality_gate" not in names:
-        raise UsageError("--params: tier_weights only matter with quality_gate; tune both")
-    if "calibrated_fit" in names and "calibrated_weights" in names:
-        raise UsageError("--params: calibrated_fit fits the weights calibrated_weights searches; name one of them")
-    return [name for name in PARAMETERS if name in names]  # keep the dependency order
+    return [name for name in PARAMETERS if name in names]  # in the table's order
 
 
 def thresholds_from(values: dict[str, object], base: Thresholds) -> Thresholds:
-    """Thresholds from trial values (study parameter names, as suggested) over `base`."""
-    update = {key: value for key, value in values.items() if key != "quality_gate"}
-    return Thresholds.model_validate({**base.model_dump(), **update})
-
-
-def thresholds_of_params(params: dict[str, object], base: Thresholds) -> Thresholds:
-    """Thresholds from a finished trial's stored parameters (e.g. `study.best_params`)."""
-    values: dict[str, object] = {}
-    weights: dict[str, float] = {}
-    for name, value in params.items():
-        if name.startswith("tier_weight."):
-            weights[name.removeprefix("tier_weight.")] = float(value)  # type: ignore[arg-type]
-        elif name != "quality_gate":
-            values[name] = value
-    if weights:
-        values["prior_tier_weights"] = weights
-    return thresholds_from(values, base)
+    """Thresholds from trial values (study parameter names, as suggested, or a finished trial's) over `base`."""
+    return Thresholds.model_validate({**base.model_dump(), **values})
 
 
 class TuneSettings(BaseModel):
@@ -241,7 +164,7 @@ def _objective(
     return objective
 
 
-MIN_POOL_FIT_QUESTIONS = 20  # as for a letter prior: fewer, and the fit mostly memorises their answers
+MIN_POOL_FIT_QUESTIONS = 20  # fewer, and the fit mostly memorises their answers
 
 
 @dataclass(frozen=True)
@@ -254,15 +177,12 @@ class FittedBase:
 
 def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> FittedBase:
     """The paper's thresholds plus what is fitted rather than searched, from the train ids' records only: with
-    `letter_prior`, each pathway's letter prior; with `calibrated_fit`, the four pooling weights (fitted on the
-    distributions as scored: a letter-prior strength is then searched with those weights)."""
+    `calibrated_fit`, the four pooling weights."""
     items = [item for item in rescorer.items if item.question_id in train and not item.static]
     base = Thresholds()
-    if "letter_prior" in params:
-        base = base.model_copy(update={"letter_priors": fit_letter_priors(item.decision.bundle for item in items)})
     pool_fit = None
     if "calibrated_fit" in params:
-        pool_fit = weights_by_likelihood((item.decision for item in items), base)
+        pool_fit = weights_by_likelihood(item.decision for item in items)
         if pool_fit.questions < MIN_POOL_FIT_QUESTIONS:
             raise UsageError(
                 f"--params calibrated_fit: {pool_fit.questions} train questions have scored pathway distributions; "
@@ -364,7 +284,7 @@ def tune(
         raise UsageError(f"study {study_name!r} has no finished trial yet; run with --trials > 0")
     best = study.best_trial
     paper = Thresholds()
-    thresholds = thresholds_of_params(best.params, base)
+    thresholds = thresholds_from(best.params, base)
     unanimity = None
     if "unanimity_fast_path" in settings.params:
         thresholds, unanimity = _settle_fast_path(rescorer, thresholds, train)

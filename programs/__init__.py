@@ -1,24 +1,52 @@
-"""clearmed.programs: the DSPy programs and the adjudication procedure.
+"""clearmed.programs: the DSPy programs and the adjudication procedure, one folder per part.
 
-Public face: `CLEAR` (the composed program) and `LiveActions`, the single-pathway baselines (`SinglePathway`),
-`adjudicate` with `AdjudicationActions`, `Adjudicated`, `Mechanisms`, the decision rules (`rules`) and
-`ProgramSettings`. Modules whose names start with an underscore are the plumbing behind them (LM steps,
-evidence gathering, parsing, rendering for prompts) and may change without notice.
+- `adjudication/`: the kernel, CLEAR's procedure over typed records with no LM in reach (importing it loads no
+  DSPy): `adjudicate`, the actions interface, the rules, the guard and audit contest, the calibrated verifier;
+- `pathways/`: the parametric, local and dynamic pathways, their evidence search, option scoring, web query and
+  QPIS;
+- `assessors/`: the LM judgements adjudication consumes: verifier, follow-up search, guard and audit, source
+  quality, free-text agreement;
+- `judge/`: the option-wise judge (MedJudgeRAG) and its verdict rules;
+- `lm/`: the DSPy plumbing every LM step shares (one stage, the run context, parsing, formatting for prompts);
+- `clear.py` (`CLEAR`, `LiveActions`), `baselines.py`, `settings.py`, `task_adapters.py` (format gate, response),
+  `input_budget.py`.
+
+Names are resolved on first use, so importing this package (or the kernel) loads neither DSPy nor a backend.
 """
 
-# What the command line and the optimizers use beyond the programs: the input budget, the run context a stage
-# needs outside CLEAR (live replay), the option-set check, the prompt text of a question (teacher traces), and
-# the calibrated verifier (replay recomputes it under the thresholds being tuned) with what it pools (the pooling
-# weights' fit), and the letter-prior fit (tuning).
-from clearmed.programs._answers import answer_format, format_options, parse_letters
-from clearmed.programs._calibrated import POOL_FLOOR, calibrated_verify, high_quality_share, pool_inputs
-from clearmed.programs._formatting import format_passages, render_question
-from clearmed.programs._input_budget import over_budget
-from clearmed.programs._letter_prior import fit_letter_priors
-from clearmed.programs._run_context import Ledger, RunContext, activate
-from clearmed.programs._task_adapters import gate_accepts
-from clearmed.programs._verdict_rules import normalise_decision
-from clearmed.programs.adjudication import ALL_MECHANISMS, Adjudicated, AdjudicationActions, Mechanisms, adjudicate
-from clearmed.programs.baselines import SinglePathway
-from clearmed.programs.clear import CLEAR, LiveActions
-from clearmed.programs.settings import ProgramSettings
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it.
+_PUBLIC = {
+    "CLEAR": "clear",
+    "LiveActions": "clear",
+    "SinglePathway": "baselines",
+    "ProgramSettings": "settings",
+    "adjudicate": "adjudication",
+    "Adjudicated": "adjudication",
+    "AdjudicationActions": "adjudication",
+    "Mechanisms": "adjudication",
+    "ALL_MECHANISMS": "adjudication",
+    "over_budget": "input_budget",
+    "answer_format": "lm.answers",
+    "format_options": "lm.answers",
+    "parse_letters": "lm.answers",
+    "format_passages": "lm.formatting",
+    "render_question": "lm.formatting",
+    "Ledger": "lm.run_context",
+    "RunContext": "lm.run_context",
+    "activate": "lm.run_context",
+    "normalise_decision": "judge.rules",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clearmed.programs' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"clearmed.programs.{module}"), name)

@@ -1,6 +1,7 @@
 """Baselines on the same backbone and the same questions (CLEAR 2.7): one pathway, no adjudication.
 
-Direct = the parametric pathway alone; MedRAG (BM25) = the local pathway alone; online-only = the dynamic
+Direct = the parametric pathway alone; MedRAG (BM25) = the local pathway alone, and MedRAG (MedCPT) the same
+with MedCPT dense retrieval (the retriever is chosen where the program is assembled); online-only = the dynamic
 pathway alone. They return the same `Decision` record as CLEAR (route None, rule `single_pathway`), so
 evaluation, reports and comparisons treat every program alike.
 """
@@ -11,13 +12,13 @@ from typing import Literal
 
 import dspy
 
-from clearmed.programs._input_budget import over_budget, refused_decision
-from clearmed.programs._pathways import DynamicPathway, LocalPathway, ParametricPathway
-from clearmed.programs._quality import SourceQualityAssessor
-from clearmed.programs._results import PathwayResult, ResponseResult
-from clearmed.programs._run_context import Ledger, RunContext, activate
-from clearmed.programs._task_adapters import FormatGate, ResponseGenerator, gate_accepts
+from clearmed.programs.assessors.quality import SourceQualityAssessor
+from clearmed.programs.input_budget import over_budget, refused_decision
+from clearmed.programs.lm.results import PathwayResult, ResponseResult
+from clearmed.programs.lm.run_context import Ledger, RunContext, activate
+from clearmed.programs.pathways.pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs.settings import ProgramSettings
+from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
@@ -29,8 +30,13 @@ from clearmed.signatures.records import (
     Question,
 )
 
-SinglePathwayName = Literal["direct", "medrag", "online"]
-_PATHWAY_OF: dict[SinglePathwayName, PathwayName] = {"direct": "parametric", "medrag": "local", "online": "dynamic"}
+SinglePathwayName = Literal["direct", "medrag", "medrag-medcpt", "online"]
+_PATHWAY_OF: dict[SinglePathwayName, PathwayName] = {
+    "direct": "parametric",
+    "medrag": "local",
+    "medrag-medcpt": "local",
+    "online": "dynamic",
+}
 
 
 class SinglePathway(dspy.Module):

@@ -10,28 +10,26 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dspy
 
-from clearmed.programs._agreement import CandidateAgreement
-from clearmed.programs._assessors import ChallengeAudit, FollowUpSearch, OverrideGuard
-from clearmed.programs._calibrated import (
+from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
+from clearmed.programs.adjudication.calibrated import (
     CalibratedFallbackWarning,
     calibrated_fallback,
     calibrated_verify,
-    rescorable,
 )
-from clearmed.programs._input_budget import over_budget, refused_decision
-from clearmed.programs._pathways import DynamicPathway, LocalPathway, ParametricPathway
-from clearmed.programs._quality import SourceQualityAssessor
-from clearmed.programs._results import AgreementResult, PathwayResult, ResponseResult, VerifierResult
-from clearmed.programs._run_context import Ledger, RunContext, activate, current, supports_concurrency
-from clearmed.programs._task_adapters import FormatGate, ResponseGenerator, gate_accepts
-from clearmed.programs._verifier import AggregationVerifier
-from clearmed.programs._web_query import WebQueryWriter
-from clearmed.programs.adjudication import Adjudicated, Mechanisms, adjudicate
+from clearmed.programs.assessors.agreement import CandidateAgreement
+from clearmed.programs.assessors.guard_audit import ChallengeAudit, FollowUpSearch, OverrideGuard
+from clearmed.programs.assessors.quality import SourceQualityAssessor
+from clearmed.programs.assessors.verifier import AggregationVerifier
+from clearmed.programs.input_budget import over_budget, refused_decision
+from clearmed.programs.lm.results import AgreementResult, PathwayResult, ResponseResult, VerifierResult
+from clearmed.programs.lm.run_context import Ledger, RunContext, activate, current, supports_concurrency
+from clearmed.programs.pathways.pathways import DynamicPathway, LocalPathway, ParametricPathway
+from clearmed.programs.pathways.web_query import WebQueryWriter
 from clearmed.programs.settings import ProgramSettings
+from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import (
-    NEEDS_MORE_SEARCH,
     AdjudicationStep,
     Agreement,
     Answer,
@@ -63,12 +61,10 @@ class LiveActions:
         settings = self.program.settings
         fallback: CalibratedFallback | None = None
         if settings.verifier_mode == "calibrated":  # no LM call; replay recomputes it the same way
-            calibrated = calibrated_verify(
-                bundle, agreement, self.program.thresholds, may_search=settings.enable_followup
-            )
+            calibrated = calibrated_verify(bundle, agreement, self.program.thresholds)
             if calibrated is not None:
                 return calibrated
-            fallback = calibrated_fallback(bundle, self.program.thresholds)
+            fallback = calibrated_fallback(bundle)
             if fallback is not None:
                 self.program.warn_calibrated_fallback(fallback)
         result: VerifierResult = self.program.verifier(bundle=bundle, agreement=agreement)
@@ -78,16 +74,6 @@ class LiveActions:
 
     def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
         round_: FollowUpRound = self.program.followup(bundle=bundle, trigger=trigger)
-        calibrated = self.program.settings.verifier_mode == "calibrated"
-        if trigger == NEEDS_MORE_SEARCH and calibrated and rescorable(bundle) and round_.passages:
-            # The calibrated verifier asked: the dynamic pathway reads its own pages plus the new ones, and
-            # adjudicate's merge puts the re-scored candidate in the bundle.
-            passages = [*bundle.dynamic_passages, *round_.passages]
-            rescored = self.program.dynamic.rescore(bundle.question, passages)
-            # Not re-scored (the backbone could not score, or the call failed: its usage row says so): the
-            # verifier decides from what it has.
-            if rescored is not None:
-                round_ = round_.model_copy(update={"rescored": rescored})
         return round_
 
     def assess_guard(self, bundle: EvidenceBundle, default: Answer, challenger: Answer) -> GuardAssessment | StepError:
@@ -132,8 +118,7 @@ class CLEAR(dspy.Module):
         self.settings = settings or ProgramSettings()
         self.thresholds = thresholds or Thresholds()
         self.role_lms = dict(role_lms or {})
-        # The config's priors: features and label ceilings for the quality assessment, and the weights with which
-        # the thresholds' quality gate rescores pages (programs.quality_gate).
+        # The config's priors: features and label ceilings for the quality assessment.
         self.quality_priors = quality_priors
         self.program_name = "clear"
         # Run-level: a program evaluates one run's questions, and says once that calibrated mode fell back.
@@ -148,8 +133,7 @@ class CLEAR(dspy.Module):
         warnings.warn(
             f"verifier_mode = 'calibrated' fell back to the deterministic (heuristic) verifier ({reason}): "
             "multi-answer and free-text questions, and questions whose pathways generated their letters "
-            "(no log-probabilities, calibrated_generated_probability 0), are routed without pooling; warned once "
-            "per run, the run summary counts them",
+            "(no log-probabilities), are routed without pooling; warned once per run, the run summary counts them",
             CalibratedFallbackWarning,
             stacklevel=2,
         )
@@ -235,9 +219,7 @@ class CLEAR(dspy.Module):
             audit=self.settings.enable_audit,
             followup=self.settings.enable_followup,
         )
-        result = adjudicate(
-            bundle, agreement, self.thresholds, LiveActions(self), mechanisms, priors=self.quality_priors
-        )
+        result = adjudicate(bundle, agreement, self.thresholds, LiveActions(self), mechanisms)
         steps.extend(result.steps)
         return self._finish(question, result, steps, context)
 
@@ -247,7 +229,7 @@ class CLEAR(dspy.Module):
         common = {
             "question_id": question.id,
             "bundle": result.bundle,
-            # B*'s agreement: after a re-scored follow-up round, that of the re-scored dynamic answer
+            # the agreement adjudication started from, as the bundle's candidates are the pathways' own
             "agreement": result.agreement,
             "verifier_outputs": result.verifier_outputs,
             "thresholds": self.thresholds,

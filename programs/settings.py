@@ -7,11 +7,12 @@ evidence and text the LM steps see, which of them run, and how. Defaults suit a 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from clearmed.signatures.records import Record
+from clearmed.signatures.records.removed import REMOVED_PROGRAM_SETTINGS, refuse_removed
 
 Stage = Literal[
     "parametric",
@@ -57,7 +58,6 @@ class ProgramSettings(Record):
     verifier_passages: int | None = Field(
         default=None, ge=0, description="passages per pathway shown to the verifier and assessors (cited first)"
     )
-    query_includes_options: bool = Field(default=False, description="append options to the retrieval query")
     verifier_mode: Literal["lm", "heuristic", "calibrated"] = Field(
         default="lm",
         description="lm: the LM verifier; heuristic: the deterministic fallback order; calibrated: the route from "
@@ -67,22 +67,6 @@ class ProgramSettings(Record):
         default="generate",
         description="score: read each MCQ pathway's option probabilities from the next-token distribution of its "
         "own prompt in one forward pass (backbones with log-probabilities; others generate)",
-    )
-    stated_confidence: bool = Field(
-        default=False,
-        description="a single-answer MCQ pathway that generates its letter (no log-probabilities, or mcq_decoding = "
-        "'generate') also states how likely it is right (0 to 1); the calibrated verifier pools that number",
-    )
-    score_prompt: Literal["chat", "plain"] = Field(
-        default="chat",
-        description="the prompt a scored MCQ step is read from: chat, DSPy's ChatAdapter format (field markers, "
-        "structure in a system message); plain, one user turn of the signature's instructions and fields with the "
-        "answer format as the last line (measured worse on the embedded model: docs/results.md)",
-    )
-    score_evidence_first: bool = Field(
-        default=False,
-        description="in a scored MCQ step's prompt, put the evidence before the question (as retrieval-augmented "
-        "prompts usually do) instead of last, where the signature has it; generation is unchanged",
     )
     source_quality: Literal["lm", "priors"] = Field(
         default="lm",
@@ -122,6 +106,11 @@ class ProgramSettings(Record):
     enable_guard: bool = True
     enable_audit: bool = True
     enable_followup: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        return refuse_removed(data, REMOVED_PROGRAM_SETTINGS, "program")
 
 
 # The CLEAR programs by name: the paper's ablations and the judge/QPIS variants, as changes to the settings.

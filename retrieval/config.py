@@ -9,11 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from clearmed.retrieval.cache import CacheMode
 from clearmed.retrieval.corpus import Chunking, FieldMapping, OnError
+from clearmed.retrieval.dense import MedCPTConfig
+from clearmed.retrieval.medrag_layout import expand_corpora
+from clearmed.retrieval.merge import MergeMethod
 from clearmed.retrieval.tavily import TavilyOptions
 from clearmed.retrieval.tokenize import TokenizerConfig
 
-CorpusBackend = Literal["bm25s", "rank_bm25", "memory"]
+CorpusBackend = Literal["bm25s", "rank_bm25", "memory", "lucene"]
 SearchBackend = Literal["tavily", "offline", "none"]
+# MedRAG's retrievers: the backend's BM25, MedCPT dense retrieval, or the reciprocal rank fusion of the two.
+CorpusRetriever = Literal["bm25", "medcpt", "rrf-2"]
 
 
 class CorpusConfig(BaseModel):
@@ -22,6 +27,16 @@ class CorpusConfig(BaseModel):
     Source: exactly one of `preset` (a shared corpus: "openstax", "medquad"), `path` (.jsonl/.parquet with
     `fields`), or `hub` (a Hugging Face id such as "MedRAG/textbooks"). With backend "bm25s" and an
     `index_dir` that already holds an index, no source is needed: the index is loaded (memory-mapped).
+
+    Backend "lucene" reads MedRAG's layout, in MedRAG's words: `db_dir` and `corpora` (folder names under it;
+    "medcorp" stands for its four), each searched through `<db_dir>/<corpus>/index/bm25` and its hits merged by
+    `merge` ("score": CLEAR's raw BM25 score; "rrf": MedRAG's reciprocal rank fusion). A source (preset, path,
+    hub) is written into that layout as corpus `name` first. A missing or half-built index is built with
+    `threads` indexing threads (default: every core).
+
+    `retriever` (MedRAG's names, for backend "lucene"): "bm25"; "medcpt", MedCPT dense retrieval over each
+    corpus's faiss index (`<db_dir>/<corpus>/index/ncbi/MedCPT-Article-Encoder`, encoders from `medcpt`); or
+    "rrf-2", MedRAG's reciprocal rank fusion of the two.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -42,22 +57,63 @@ class CorpusConfig(BaseModel):
     on_error: OnError = "raise"
     data_root: Path | None = None
     force: bool = False
+    db_dir: Path | None = None
+    corpora: list[str] | None = None
+    merge: MergeMethod = "score"
+    threads: int | None = Field(default=None, ge=1)
+    retriever: CorpusRetriever = "bm25"
+    medcpt: MedCPTConfig = Field(default_factory=MedCPTConfig)
 
-    @field_validator("path", "index_dir", "data_root")
+    @field_validator("path", "index_dir", "data_root", "db_dir")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("corpora")
+    @classmethod
+    def _known_corpora(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        bad = [name for name in value if not name.strip() or "/" in name or name.strip() in (".", "..")]
+        if bad or not value:
+            raise ValueError(f"corpora must be folder names under db_dir, got {value!r}")
+        return expand_corpora(value)
 
     @model_validator(mode="after")
     def _one_source(self) -> CorpusConfig:
         sources = [name for name in ("preset", "path", "hub") if getattr(self, name) is not None]
         if len(sources) > 1:
             raise ValueError(f"give one corpus source, not {' and '.join(sources)}")
+        if self.backend == "lucene":
+            return self._lucene_layout(bool(sources))
+        if self.retriever != "bm25":
+            raise ValueError(
+                f"retriever {self.retriever!r} reads MedRAG's layout: set backend 'lucene', db_dir, corpora"
+            )
+        if self.db_dir is not None or self.corpora is not None:
+            raise ValueError(f"db_dir and corpora are read by backend 'lucene', not {self.backend!r}")
         if not sources and not (self.backend == "bm25s" and self.index_dir is not None):
             raise ValueError("the corpus needs a source: preset, path or hub (or, for bm25s, a built index_dir)")
         if self.index_dir is not None and self.backend != "bm25s":
             raise ValueError(f"index_dir is only used by backend 'bm25s', not {self.backend!r}")
         return self
+
+    def _lucene_layout(self, has_source: bool) -> CorpusConfig:
+        if self.db_dir is None:
+            raise ValueError("backend 'lucene' needs db_dir, the folder holding <corpus>/chunk and <corpus>/index")
+        if self.index_dir is not None:
+            raise ValueError("backend 'lucene' keeps its indexes under db_dir; index_dir is for 'bm25s'")
+        if self.corpora is None:
+            if not has_source:
+                raise ValueError('backend \'lucene\' needs corpora (e.g. ["textbooks", "statpearls"] or ["medcorp"])')
+            self.corpora = [self.corpus_name()]
+        elif has_source and self.corpus_name() not in self.corpora:
+            raise ValueError(f"the source is written as corpus {self.corpus_name()!r}, which corpora does not name")
+        return self
+
+    def lucene_corpora(self) -> list[str]:
+        """The corpus folders the Lucene backend searches (set for backend "lucene")."""
+        return list(self.corpora or [])
 
     def source_label(self) -> str | None:
         """What is indexed, as recorded in an index manifest: "preset:openstax", "path:...", "hub:..."."""

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clearmed.retrieval.base import EvidenceError, Retriever, WebSearch
 from clearmed.retrieval.bm25_rank import RankBM25Retriever
-from clearmed.retrieval.bm25_sparse import MANIFEST, BM25sRetriever, IndexManifest, Progress, read_manifest
+from clearmed.retrieval.bm25_sparse import (
+    MANIFEST,
+    BM25sRetriever,
+    IndexManifest,
+    Progress,
+    check_build_fits,
+    read_manifest,
+)
 from clearmed.retrieval.cache import CachedWebSearch
 from clearmed.retrieval.config import CorpusConfig, SearchConfig
 from clearmed.retrieval.corpus import (
     MEDRAG_MAPPING,
+    CorpusError,
     FieldMapping,
     IngestStats,
     preset_path,
@@ -20,10 +28,15 @@ from clearmed.retrieval.corpus import (
     read_hub,
     read_preset,
 )
+from clearmed.retrieval.dense import MergedCorporaRetriever, RankFusionRetriever, open_medcpt
+from clearmed.retrieval.medrag_layout import chunk_dir, write_chunks
 from clearmed.retrieval.memory import InMemoryRetriever
 from clearmed.retrieval.offline_web import PAGE_MAPPING, OfflineWebSearch
 from clearmed.retrieval.tavily import MAX_QUERY_CHARS, TavilySearch
 from clearmed.signatures.records import Passage
+
+if TYPE_CHECKING:  # lucene.py is imported when used: `python -m clearmed.retrieval.lucene` runs it as a script
+    from clearmed.retrieval.lucene import LuceneBuild
 
 
 def iter_corpus(cfg: CorpusConfig, stats: IngestStats | None = None) -> Iterator[Passage]:
@@ -45,8 +58,17 @@ def iter_corpus(cfg: CorpusConfig, stats: IngestStats | None = None) -> Iterator
 
 def build_retriever(cfg: CorpusConfig, progress: Progress | None = None) -> Retriever:
     """The local pathway's retriever. bm25s with `index_dir`: loads the index when present (unless `rebuild`),
-    else builds it there. Raises `EvidenceError(kind="index")` or `CorpusError` with a clear message."""
+    else builds it there; lucene: opens each corpus's index, building those missing or half-built first.
+    Raises `EvidenceError(kind="index")` or `CorpusError` with a clear message."""
     name = cfg.corpus_name()
+    if cfg.retriever != "bm25":
+        return build_medcpt_retriever(cfg)
+    if cfg.backend == "lucene":
+        from clearmed.retrieval.lucene import LuceneRetriever
+
+        assert cfg.db_dir is not None
+        build_lucene_indexes(cfg)
+        return LuceneRetriever.open(cfg.db_dir, cfg.lucene_corpora(), name=cfg.name, merge=cfg.merge)
     if cfg.backend == "memory":
         return InMemoryRetriever(list(iter_corpus(cfg)), name=name)
     if cfg.backend == "rank_bm25":
@@ -75,7 +97,12 @@ def build_retriever(cfg: CorpusConfig, progress: Progress | None = None) -> Retr
 def build_index(
     cfg: CorpusConfig, progress: Progress | None = None, stats: IngestStats | None = None
 ) -> BM25sRetriever:
-    """(Re)build the bm25s index of `cfg` (at `cfg.index_dir` when set), recording its source in the manifest."""
+    """(Re)build the bm25s index of `cfg` (at `cfg.index_dir` when set), recording its source in the manifest.
+
+    Refused before reading a passage when the source's row count already says it will not fit in memory."""
+    rows = None if cfg.force else source_rows(cfg)
+    if rows is not None:
+        check_build_fits(rows, name=cfg.corpus_name())
     return BM25sRetriever.build(
         iter_corpus(cfg, stats),
         name=cfg.corpus_name(),
@@ -84,7 +111,70 @@ def build_index(
         progress=progress,
         source=cfg.source_label(),
         source_settings=cfg.source_settings(),
+        force=cfg.force,
     )
+
+
+def source_rows(cfg: CorpusConfig) -> int | None:
+    """The configured source's row count where it is cheap to know (a file's lines or Parquet metadata), capped
+    by `limit`; None for a hub stream. Chunking only adds passages, so it is a lower bound on the passages."""
+    try:
+        path = preset_path(cfg.preset, cfg.data_root) if cfg.preset else cfg.path
+    except CorpusError:
+        return None  # reported with its own message when the corpus is read
+    if path is None or not path.is_file():
+        return None
+    if path.suffix.lower() in {".parquet", ".pq"}:
+        import pyarrow.parquet as pq
+
+        try:
+            rows = int(pq.ParquetFile(path).metadata.num_rows)
+        except (OSError, ValueError):
+            return None
+    else:
+        with path.open("rb") as handle:
+            rows = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 24), b""))
+    return min(rows, cfg.limit) if cfg.limit is not None else rows
+
+
+def build_lucene_indexes(cfg: CorpusConfig, stats: IngestStats | None = None) -> dict[str, LuceneBuild]:
+    """Make every corpus of a lucene config searchable: a configured source is first written as MedRAG chunks
+    (when they are absent, or on `rebuild`), then each missing or half-built index is built with pyserini.
+    Returns the builds that ran, by corpus; an index already complete is left alone unless `rebuild`."""
+    from clearmed.retrieval.lucene import ensure_index
+
+    assert cfg.db_dir is not None
+    converted: str | None = None
+    if cfg.source_label() is not None:
+        converted = cfg.corpus_name()
+        chunks = chunk_dir(cfg.db_dir, converted)
+        if cfg.rebuild or not any(chunks.glob("*.jsonl")):
+            write_chunks(iter_corpus(cfg, stats), chunks, converted)
+    builds: dict[str, LuceneBuild] = {}
+    for corpus in cfg.lucene_corpora():
+        # A converted corpus keeps its own ids, which name no chunk line: its index stores the raw snippets.
+        build = ensure_index(
+            cfg.db_dir, corpus, rebuild=cfg.rebuild, threads=cfg.threads, store_raw=corpus == converted
+        )
+        if build is not None:
+            builds[corpus] = build
+    return builds
+
+
+def build_medcpt_retriever(cfg: CorpusConfig) -> Retriever:
+    """retriever "medcpt": MedCPT over each corpus's faiss index, merged by `merge`; "rrf-2": MedRAG's fusion of
+    that with each corpus's Lucene BM25 (per retriever, every corpus's hits by raw score; then RRF)."""
+    assert cfg.db_dir is not None
+    corpora = cfg.lucene_corpora()
+    medcpt = open_medcpt(cfg.db_dir, corpora, cfg.medcpt)
+    label = cfg.name or "+".join(corpora)
+    if cfg.retriever == "medcpt":
+        return MergedCorporaRetriever(medcpt, name=f"medcpt:{label}", merge=cfg.merge)
+    from clearmed.retrieval.lucene import LuceneCorpus, LuceneRetriever
+
+    build_lucene_indexes(cfg)
+    bm25 = [LuceneRetriever([LuceneCorpus(cfg.db_dir, corpus)]) for corpus in corpora]
+    return RankFusionRetriever([bm25, medcpt], name=f"rrf-2:{label}")
 
 
 def _stale_reason(manifest: IndexManifest, cfg: CorpusConfig) -> str | None:

@@ -1,27 +1,54 @@
-"""`TavilySearch`: live web search through tavily-python, every failure mapped to an `EvidenceError` kind.
+"""`TavilySearch`: live web search through tavily-python, retried when Tavily is busy, stopped when it refuses.
 
-tavily-python runs *keyless* (rate-limited, anonymous) when no key is set instead of failing, so the key is
-checked here before any request. The key is read from the environment only, and scrubbed from every message
-we raise.
+Tavily's documented errors (docs.tavily.com, ``POST /search``) and what a search does with each:
+
+- 429 rate limit (tavily-python raises ``UsageLimitExceededError`` despite the name), 5xx, timeouts and dropped
+  connections are transient: retried up to ``max_retries`` times with tenacity, waiting ``Retry-After`` when Tavily
+  sends it, else exponential backoff with jitter (`clearmed.retries`), each retry counted in `count_retries()`;
+- 401 (bad or revoked key), 403, 432 (plan or key limit) and 433 (pay-as-you-go limit) will fail every later search
+  too: raised as `clearmed.errors.FatalServiceError`, so a run stops instead of answering without evidence;
+- anything else (400 such as a query over 400 characters, a malformed body, retries exhausted) is an
+  `EvidenceError` with a `kind`, which the pathway records.
+
+tavily-python runs *keyless* (rate-limited, anonymous) when no key is set instead of failing, so the key is checked
+here before any request. The key is read from the environment only, and scrubbed from every message we raise.
+A search costs `search_credits(search_depth)` Tavily credits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any, Literal
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, Final, Literal
 
 import requests
 from pydantic import BaseModel, ConfigDict, Field
 from tavily import BadRequestError, InvalidAPIKeyError, TavilyClient, UsageLimitExceededError
 from tavily.errors import ForbiddenError
 from tavily.errors import TimeoutError as TavilyTimeoutError
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from clearmed.errors import FatalCause, FatalServiceError
+from clearmed.retries import backoff_delay, note_credits, note_retry, retry_hint_s
 from clearmed.retrieval.base import EvidenceError, SearchFailure
 from clearmed.retrieval.corpus import domain_of, parse_date
 from clearmed.signatures.records import Passage, Provenance
 
 BACKEND = "tavily"
+SearchDepth = Literal["basic", "advanced", "fast", "ultra-fast"]
+# Tavily credits per search, by depth (docs.tavily.com, /search: basic, fast, ultra-fast 1; advanced 2).
+SEARCH_CREDITS: Final[dict[str, int]] = {"basic": 1, "fast": 1, "ultra-fast": 1, "advanced": 2}
+# Retries of a transient failure before it is recorded: with backoff 0.5-1, 1-2, 2-4 s (or what Tavily asks).
+DEFAULT_MAX_RETRIES = 3
+# Statuses no retry mends, and what they mean (432: plan or key limit; 433: pay-as-you-go limit).
+_FATAL_STATUS: Final[dict[int, FatalCause]] = {401: "auth", 403: "auth", 432: "billing", 433: "billing"}
+_FATAL_HINT: Final[dict[FatalCause, str]] = {
+    "auth": "check the key in {env}",
+    "billing": "raise the plan or the pay-as-you-go limit, or wait for the credits to renew",
+}
 # Tavily's documented ceiling for max_results.
 MAX_RESULTS = 20
 # Tavily answers HTTP 400 {"detail": {"error": "Query is too long. Max query length is 400 characters."}}
@@ -34,7 +61,7 @@ class TavilyOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    search_depth: Literal["basic", "advanced", "fast", "ultra-fast"] = "advanced"
+    search_depth: SearchDepth = "advanced"
     topic: Literal["general", "news", "finance"] = "general"
     time_range: Literal["day", "week", "month", "year"] | None = None
     include_domains: list[str] = Field(default_factory=list)
@@ -61,18 +88,33 @@ class TavilyOptions(BaseModel):
         return params
 
 
+def search_credits(depth: str) -> int:
+    """Tavily credits one search at this depth costs."""
+    return SEARCH_CREDITS[depth]
+
+
 class TavilySearch:
     """Implements `WebSearch` with Tavily; one client (one requests Session) per instance."""
 
     def __init__(
-        self, options: TavilyOptions | None = None, *, timeout: float = 20.0, max_query_chars: int = MAX_QUERY_CHARS
+        self,
+        options: TavilyOptions | None = None,
+        *,
+        timeout: float = 20.0,
+        max_query_chars: int = MAX_QUERY_CHARS,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         self.name = BACKEND
         self.max_query_chars: int | None = max_query_chars
         self.options = options or TavilyOptions()
         self.timeout = timeout
+        self.max_retries = max_retries
         self._client: TavilyClient | None = None
         self._client_key: str | None = None
+
+    @property
+    def credits_per_search(self) -> int:
+        return search_credits(self.options.search_depth)
 
     def api_key(self) -> str:
         """The key from the environment, or `EvidenceError(kind="no_key")` before any network access."""
@@ -89,7 +131,11 @@ class TavilySearch:
     def _get_client(self) -> tuple[TavilyClient, str]:
         key = self.api_key()
         if self._client is None or key != self._client_key:
-            self._client = TavilyClient(api_key=key, api_base_url=self.options.api_base_url)
+            # Our own session, so a response hook can keep what tavily-python's exceptions drop: the status
+            # (403, 432 and 433 all arrive as ForbiddenError) and the Retry-After header.
+            session = requests.Session()
+            session.hooks["response"].append(_remember_response)
+            self._client = TavilyClient(api_key=key, api_base_url=self.options.api_base_url, session=session)
             self._client_key = key
         return self._client, key
 
@@ -110,12 +156,45 @@ class TavilySearch:
             return []
         client, key = self._get_client()
         count = min(max_results, MAX_RESULTS)
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            retry=retry_if_exception(_is_transient),
+            wait=_wait,
+            before_sleep=_note,
+            sleep=lambda seconds: _sleep(seconds),
+            reraise=True,
+        )
         try:
-            response = client.search(query, max_results=count, timeout=self.timeout, **self.options.request_params())
-        except Exception as exc:
-            kind, message = _classify(exc, self.timeout)
-            raise EvidenceError(_scrub(message, key), kind=kind, backend=BACKEND) from None
+            response = retrying(self._search_once, client, query, count)
+        except _Failed as failed:
+            raise self._error(failed, key, retries=retrying.statistics.get("attempt_number", 1) - 1) from None
+        note_credits(BACKEND, self.credits_per_search)  # billed once it answered (a cache hit never gets here)
         return self._to_passages(response, query, count)
+
+    def _search_once(self, client: TavilyClient, query: str, count: int) -> Any:
+        _LAST_RESPONSE.set(None)
+        try:
+            return client.search(query, max_results=count, timeout=self.timeout, **self.options.request_params())
+        except Exception as exc:
+            seen = _LAST_RESPONSE.get()
+            raise _Failed(exc, *(seen or (None, {}))) from exc
+
+    def _error(self, failed: _Failed, key: str, *, retries: int) -> Exception:
+        status = failed.status
+        cause = _FATAL_STATUS.get(status) if status is not None else None
+        if cause is None and isinstance(failed.error, InvalidAPIKeyError):
+            cause = "auth"
+        elif cause is None and isinstance(failed.error, ForbiddenError):
+            cause = "billing"  # tavily-python's name for 403/432/433; no status seen: the plan limits are likeliest
+        if cause is not None:
+            detail = str(failed.error).strip().rstrip(".")
+            hint = _FATAL_HINT.get(cause, "").format(env=self.options.api_key_env)
+            text = "; ".join(part for part in (detail, hint) if part)
+            return FatalServiceError("Tavily", cause, _scrub(text, key), status=status)
+        kind, message = _classify(failed.error, self.timeout)
+        if retries:
+            message += f" (after {retries} {'retry' if retries == 1 else 'retries'})"
+        return EvidenceError(_scrub(message, key), kind=kind, backend=BACKEND)
 
     def _to_passages(self, response: Any, query: str, count: int) -> list[Passage]:
         if not isinstance(response, dict) or not isinstance(response.get("results"), list):
@@ -162,18 +241,54 @@ class TavilySearch:
         return out
 
 
+class _Failed(Exception):
+    """One failed request, with what tavily-python's exception leaves out: the HTTP status and headers."""
+
+    def __init__(self, error: Exception, status: int | None, headers: dict[str, str]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.status = status
+        self.headers = headers
+
+
+# The last response the session saw in this context (a thread or task of its own): set by the hook, read on failure.
+_LAST_RESPONSE: ContextVar[tuple[int, dict[str, str]] | None] = ContextVar("clearmed_tavily_response", default=None)
+
+
+def _remember_response(response: requests.Response, *args: object, **kwargs: object) -> None:
+    _LAST_RESPONSE.set((response.status_code, dict(response.headers)))
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A failure the next attempt may not meet: rate limit (429), server error (5xx), timeout, dropped connection."""
+    if not isinstance(exc, _Failed):
+        return False
+    if exc.status is not None and (exc.status == 429 or exc.status >= 500):
+        return True
+    error = exc.error
+    return isinstance(error, UsageLimitExceededError | TavilyTimeoutError | requests.Timeout | requests.ConnectionError)
+
+
+def _wait(state: RetryCallState) -> float:
+    failed = state.outcome.exception() if state.outcome is not None else None
+    headers = failed.headers if isinstance(failed, _Failed) else {}
+    return backoff_delay(state.attempt_number - 1, retry_hint_s(headers))
+
+
+def _note(state: RetryCallState) -> None:
+    # Counted right before the sleep: tenacity also computes a wait for the last attempt, which never sleeps.
+    note_retry(BACKEND, state.next_action.sleep if state.next_action is not None else 0.0)
+
+
+# Module-level so tests can replace the clock.
+_sleep: Callable[[float], None] = time.sleep
+
+
 def _classify(exc: Exception, timeout: float) -> tuple[SearchFailure, str]:
     detail = str(exc).strip()
     suffix = f": {detail}" if detail else ""
-    if isinstance(exc, InvalidAPIKeyError):
-        return "auth", f"Tavily rejected the API key (HTTP 401){suffix}; check TAVILY_API_KEY"
     if isinstance(exc, UsageLimitExceededError):
-        return (
-            "rate_limit",
-            f"Tavily rate or usage limit exceeded (HTTP 429){suffix}; retry later or raise the plan",
-        )
-    if isinstance(exc, ForbiddenError):
-        return "forbidden", f"Tavily refused the request (HTTP 403){suffix}"
+        return "rate_limit", f"Tavily rate limit exceeded (HTTP 429){suffix}"
     if isinstance(exc, BadRequestError):
         return "bad_request", f"Tavily rejected the request as invalid (HTTP 400){suffix}"
     if isinstance(exc, TavilyTimeoutError | requests.Timeout):

@@ -27,7 +27,7 @@ def synthetic_runs(base: Path, n: int = 40) -> list[Path]:
     from clearmed.signatures.records import Thresholds
     from clearmed.synthetic_run import write_synthetic_run
 
-    strict = Thresholds(guard_min_high=2, audit_min_high=2, accept_dynamic_min_confidence="high")
+    strict = Thresholds(guard_min_high=3, audit_min_high=2)
     write_synthetic_run(base / "clear-paper", n=n)
     write_synthetic_run(base / "clear-strict", n=n, thresholds=strict)
     return [base / "clear-paper", base / "clear-strict"]

@@ -20,6 +20,8 @@ DISTRIBUTION_OF = {
     "yaml": "pyyaml",
     "sklearn": "scikit-learn",
     "jinja2": "jinja2",
+    "jnius": "pyjnius",
+    "jnius_config": "pyjnius",
 }
 FIRST_PARTY = {"clearmed"}
 

@@ -14,12 +14,14 @@ from rich.console import Console
 from clearmed.errors import UsageError
 
 if TYPE_CHECKING:
+    from clearmed.benchmarks import BenchmarkSet
     from clearmed.optimize.compiling import CompileReport, SplitScore
+    from clearmed.signatures.records import Question
 
 
-def _select(args: argparse.Namespace):  # -> (benchmark set, train questions, val questions)
-    """train + val questions drawn with the seed, none of them among --exclude-ids or a repeat of one, MCQ with gold
-    only."""
+def _select(args: argparse.Namespace) -> tuple[BenchmarkSet, list[Question], list[Question]]:
+    """The benchmark set, and train + val questions drawn from it with the seed: none among --exclude-ids or a
+    repeat of one, MCQ with gold only."""
     from clearmed.commands.evaluate import _load_questions
     from clearmed.optimize.splits import read_id_file, without_repeats_of
 
@@ -138,11 +140,11 @@ def _report(report: CompileReport) -> str:
     )
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from clearmed.assemble import PROGRAMS
     from clearmed.optimize.compiling import OPTIMIZERS
 
-    compile_ = commands.add_parser("compile", help="optimize the program's prompts with a DSPy optimizer")
+    compile_ = commands.add_parser("compile")
     compile_.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to compile")
     compile_.add_argument("--optimizer", required=True, choices=list(OPTIMIZERS), help="DSPy optimizer")
     compile_.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`), or 'demo'")

@@ -5,8 +5,9 @@
 Checks, in order: the llama.cpp build (version, system info, the CPU flags it was built for against this
 CPU's), the embedded model file (path, size, sha256), the engine self-check in a child process with its
 prompt and generation tokens/s, then the optional backends the config names (the Tavily key's presence,
-OpenAI-compatible endpoints reachable). Keys are never printed: only whether they are set and whether the
-server accepted them. Exit 0 when everything the config needs works, 1 otherwise.
+OpenAI-compatible endpoints reachable; for a Lucene corpus, which Java and pyserini were found and every
+corpus's index: documents, size, whether it opens). Keys are never printed: only whether they are set and
+whether the server accepted them. Exit 0 when everything the config needs works, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from clearmed.backbones.engine_build import (
 from clearmed.backbones.llama_runtime import llama_cpp_available
 from clearmed.backbones.model_files import ModelFileError, file_sha256, resolve_model_path
 from clearmed.backbones.selfcheck import EngineProbe, probe_engine
+from clearmed.retrieval.config import CorpusConfig
 
 BENCH_PROMPT_TOKENS = 256
 BENCH_GENERATED_TOKENS = 32
@@ -38,7 +40,7 @@ BENCH_GENERATED_TOKENS = 32
 Say = Callable[[str], None]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     doctor = subparsers.add_parser("doctor", help="check the engine, the model and the backends of a config")
     doctor.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
     doctor.add_argument("--no-bench", action="store_true", help="a short self-check instead of the speed test")
@@ -59,6 +61,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         else:
             key_note = f", key {_key_state(backbone.api_key_env)}" if backbone.api_key_env else ""
             print(f"{role}: hosted model {backbone.model}{key_note} (not probed: a call would be billed)")
+    if config.corpus is not None and config.corpus.backend == "lucene":
+        healthy &= check_lucene(config.corpus, say=print)
     search = config.search
     if search is not None and search.backend == "tavily":
         healthy &= check_tavily(search.tavily.api_key_env, search.tavily.api_base_url, say=print)
@@ -149,3 +153,31 @@ def check_tavily(api_key_env: str, api_base_url: str | None, *, say: Say) -> boo
     has_key = bool(os.environ.get(api_key_env, "").strip())
     say(f"search: tavily at {base}: {'reachable' if isinstance(status, int) else reach}, key {_key_state(api_key_env)}")
     return has_key and isinstance(status, int)
+
+
+def check_lucene(corpus: CorpusConfig, *, say: Say) -> bool:
+    """Java and pyserini for the Lucene backend, then each corpus's index; False when any cannot be searched."""
+    from clearmed.commands.index import lucene_summary
+    from clearmed.retrieval.lucene import LuceneSetupError, anserini_jar, describe_index, find_java, pyserini_version
+
+    try:
+        java = find_java()
+    except LuceneSetupError as err:
+        say(f"lucene: {err}")
+        return False
+    for note in java.passed_over:
+        say(f"lucene: passed over {note}")
+    say(f"lucene: {java.describe()}")
+    try:
+        jar = anserini_jar()
+    except LuceneSetupError as err:
+        say(f"lucene: {err}")
+        return False
+    say(f"lucene: pyserini {pyserini_version()} ({jar.name})")
+    assert corpus.db_dir is not None
+    healthy = True
+    for name in corpus.lucene_corpora():
+        report = describe_index(corpus.db_dir, name).model_dump(mode="json")
+        say(f"corpus {name}: {lucene_summary(report)}")
+        healthy &= bool(report["opens"])
+    return healthy

@@ -6,10 +6,16 @@ import argparse
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from clearmed.errors import UsageError
+
+if TYPE_CHECKING:
+    from clearmed.benchmarks import BenchmarkSet, OnError
+    from clearmed.config import ClearmedConfig
+    from clearmed.evaluation import EvalSpec, RunSummary
 
 
 def _slug(text: str) -> str:
@@ -35,7 +41,7 @@ def shared_source(benchmark: str) -> Path:
     return shared_data_root() / "benchmarks" / info.shared_file
 
 
-def _load_questions(args: argparse.Namespace):  # -> BenchmarkSet
+def _load_questions(args: argparse.Namespace) -> BenchmarkSet:
     from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
 
     if args.benchmark == "demo":
@@ -44,7 +50,7 @@ def _load_questions(args: argparse.Namespace):  # -> BenchmarkSet
         chosen = sample(list(demo_questions()), limit=args.limit, seed=args.seed)
         return BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
     source = shared_source(args.benchmark) if args.source == "shared" else args.source
-    on_error = "skip" if args.skip_bad_rows else "raise"
+    on_error: OnError = "skip" if args.skip_bad_rows else "raise"
     if args.ids:  # exactly these questions, in the file's order (a held-out test split, say)
         from clearmed.optimize.splits import read_id_file
 
@@ -63,12 +69,12 @@ def _load_questions(args: argparse.Namespace):  # -> BenchmarkSet
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from clearmed.assemble import build_program
+    """Exit codes: 0 done, 2 bad input or a fatal service error (a rejected key, an exhausted balance, a missing
+    model: the run stops after its questions in flight and resumes with the same command), 3 the budget reached."""
     from clearmed.config import load_config
-    from clearmed.evaluation import EvalSpec, run_evaluation, summarize, write_plots
-    from clearmed.evaluation.report import comparison_table, details_markdown
-    from clearmed.evaluation.store import RunStore
-    from clearmed.metrics import audit_leakage
+    from clearmed.errors import FatalServiceError
+    from clearmed.evaluation import EvalSpec, run_evaluation
+    from clearmed.evaluation.runner import BudgetReached
 
     config = load_config(args.config)
     bench = _load_questions(args)
@@ -92,8 +98,6 @@ def run_eval(args: argparse.Namespace) -> int:
         console.print(f"[yellow]{bench.n_skipped} malformed rows skipped[/]", highlight=False)
         for issue in bench.skipped[:3]:
             console.print(f"  {issue.location}: {issue.reason}", markup=False, highlight=False)
-    program = build_program(args.program, config)
-    apply_artifact(program, artifact, config)
     spec = EvalSpec(
         program=args.program,
         benchmark=args.benchmark,
@@ -104,34 +108,122 @@ def run_eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         artifact=str(artifact.path.resolve()) if artifact is not None else None,
     )
+    threads = args.threads or config.run.num_threads
+    max_cost = args.max_cost if args.max_cost is not None else config.run.max_cost
+    if max_cost is not None and max_cost <= 0:
+        raise UsageError(f"--max-cost must be a positive number of US dollars, not {max_cost:g}")
+    if args.pilot is not None and (not args.estimate or args.pilot < 1):
+        raise UsageError("--pilot N (N >= 1) runs the first N questions for --estimate; give both")
+    if args.estimate and not args.pilot:  # from stored runs: nothing is built, nothing is spent
+        Console(soft_wrap=True).print(_estimate_text(spec, config, threads, pilot=False), markup=False)
+        return 0
+    from clearmed.assemble import build_program
     from clearmed.evaluation.scoring import scorer_for
 
-    records = run_evaluation(
-        spec,
-        config,
-        program,
-        scorer=scorer_for(config),
-        num_threads=args.threads or config.run.num_threads,
-        console=console,
-        stop_after=args.stop_after,
-    )
-    with RunStore(run_dir) as store:
-        manifest = store.read_manifest()
-        assert manifest is not None
-        audits = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
-        summary = summarize(records, manifest, seed=args.seed, leaks=audits)
-        store.write_json("summary.json", summary.model_dump_json(indent=2))
-        store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
-        store.write_json("leakage.json", json.dumps([a.model_dump() for a in audits if a.flagged], indent=2))
-        write_plots([summary], run_dir / "plots")
-    from clearmed.commands.report import write_run_report
+    program = build_program(args.program, config)
+    apply_artifact(program, artifact, config)
+    try:
+        run_evaluation(
+            spec,
+            config,
+            program,
+            scorer=scorer_for(config),
+            num_threads=threads,
+            console=console,
+            stop_after=args.pilot if args.estimate else args.stop_after,
+            keep_degraded=args.keep_degraded,
+            max_cost=max_cost,
+        )
+    except FatalServiceError as err:  # one line, no summary: the folder holds what finished, and resumes
+        raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
+    except BudgetReached as err:
+        _write_summary(spec, config, console)
+        console.print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
+        return 3
+    if args.estimate:
+        Console(soft_wrap=True).print(_estimate_text(spec, config, threads, pilot=True), markup=False)
+        return 0
+    summary = _write_summary(spec, config, console)
+    from clearmed.evaluation.report import comparison_table, details_markdown
 
-    write_run_report(run_dir, console)  # after the lock is released: the report only reads the folder
     Console(soft_wrap=True).print(
         comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
     )
     console.print(f"run folder: {run_dir}")
     return 0
+
+
+def _write_summary(spec: EvalSpec, config: ClearmedConfig, console: Console) -> RunSummary:
+    """summary.json, summary.md, leakage.json, plots and the HTML report of what the run folder holds."""
+    from clearmed.commands.report import write_run_report
+    from clearmed.evaluation import read_records, summarize, write_plots
+    from clearmed.evaluation.report import comparison_table, details_markdown
+    from clearmed.evaluation.spend import Prices
+    from clearmed.evaluation.store import RunStore, read_set_aside_degraded
+    from clearmed.metrics import audit_leakage
+
+    run_dir = spec.run_dir
+    records = sorted(read_records(run_dir), key=lambda record: record.index)
+    with RunStore(run_dir) as store:
+        manifest = store.read_manifest()
+        assert manifest is not None
+        audits = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
+        summary = summarize(
+            records,
+            manifest,
+            seed=spec.seed,
+            leaks=audits,
+            prices=Prices(config.backbones),
+            set_aside=read_set_aside_degraded(run_dir),
+        )
+        store.write_json("summary.json", summary.model_dump_json(indent=2))
+        store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
+        store.write_json("leakage.json", json.dumps([a.model_dump() for a in audits if a.flagged], indent=2))
+        write_plots([summary], run_dir / "plots")
+    write_run_report(run_dir, console)  # after the lock is released: the report only reads the folder
+    return summary
+
+
+def _estimate_text(spec: EvalSpec, config: ClearmedConfig, threads: int, *, pilot: bool) -> str:
+    """The expected calls, tokens, dollars, credits and wall time of the questions the run has left."""
+    from clearmed.evaluation.estimate import basis_records, estimate, stored_runs
+    from clearmed.evaluation.spend import Prices
+    from clearmed.evaluation.store import read_records
+
+    done = {r.question_id for r in read_records(spec.run_dir) if not r.degraded} if spec.run_dir.is_dir() else set()
+    left = sum(1 for q in spec.questions if q.id not in done)
+    if pilot:
+        runs = [(spec.run_dir, spec.benchmark)]
+    else:
+        found = stored_runs(
+            config.run.runs_dir, config, program=spec.program, artifact=spec.artifact, extra=[spec.run_dir]
+        )
+        runs = [(folder, manifest.benchmark) for folder, manifest in found]
+        if not runs:
+            raise UsageError(
+                f"no stored run of {spec.program} with this config under {config.run.runs_dir} to estimate from; "
+                "run a short pilot instead: add --pilot 5"
+            )
+    same = [folder for folder, benchmark in runs if benchmark == spec.benchmark]
+    folders = same or [folder for folder, _ in runs]
+    records = basis_records(folders)
+    if not records:
+        raise UsageError(f"the stored runs ({', '.join(map(str, folders))}) hold no clean question to estimate from")
+    credits = None
+    if config.search is not None and config.search.backend == "tavily":
+        from clearmed.retrieval.tavily import search_credits
+
+        credits = float(search_credits(config.search.tavily.search_depth))
+    result = estimate(
+        records,
+        Prices(config.backbones),
+        questions=left,
+        threads=threads,
+        basis_runs=[str(folder) for folder in folders],
+        same_benchmark=bool(same),
+        credits_per_search=credits,
+    )
+    return result.render(spec.benchmark)
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -163,10 +255,10 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from clearmed.assemble import PROGRAMS
 
-    evaluate = commands.add_parser("eval", help="evaluate a program on a benchmark (resumable run folder)")
+    evaluate = commands.add_parser("eval")
     evaluate.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to evaluate")
     evaluate.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`), or 'demo'")
     evaluate.add_argument(
@@ -186,10 +278,30 @@ def register(commands: argparse._SubParsersAction) -> None:
     evaluate.add_argument(
         "--allow-train-overlap", action="store_true", help="evaluate even on ids the artifact was optimized on"
     )
+    evaluate.add_argument(
+        "--keep-degraded",
+        action="store_true",
+        help="on resume, keep questions recorded as degraded (a stage failed after its retries) instead of redoing them",
+    )
+    evaluate.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="start no question once the run's LM calls have cost this much (default: run.max_cost; exit code 3; "
+        "the questions in flight still finish, so a run may overshoot by what --threads questions cost)",
+    )
+    evaluate.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the expected calls, tokens, dollars and wall time from stored runs of this program and config",
+    )
+    evaluate.add_argument(
+        "--pilot", type=int, metavar="N", help="with --estimate: run the first N questions first and estimate from them"
+    )
     evaluate.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
     evaluate.set_defaults(func=run_eval)
 
-    compare = commands.add_parser("compare", help="put finished runs side by side")
+    compare = commands.add_parser("compare")
     compare.add_argument("runs", nargs="+", help="run folders")
     compare.add_argument("--out", help="folder for comparison.md and plots")
     compare.add_argument(
@@ -199,7 +311,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     compare.set_defaults(func=run_compare)
 
-    benchmarks = commands.add_parser("benchmarks", help="list the benchmarks with hub ids and scoring")
+    benchmarks = commands.add_parser("benchmarks")
     benchmarks.set_defaults(func=list_benchmarks)
 
 

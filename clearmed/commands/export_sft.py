@@ -51,7 +51,7 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
     words = {_passage_words(run) for run in runs}
     if len(words) > 1:
         raise UsageError(f"the runs truncated passages differently ({sorted(map(str, words))}); export them separately")
-    pathways: tuple[PathwayName, ...] = tuple(args.pathways.split(","))  # type: ignore[assignment]
+    pathways: tuple[PathwayName, ...] = tuple(args.pathways.split(","))  # checked next
     if not pathways or any(p not in ("local", "dynamic") for p in pathways):
         raise UsageError("--pathways takes local, dynamic or local,dynamic")
     if not 0.0 <= args.lambda_g <= 1.0:
@@ -75,10 +75,8 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
     return 0 if report.kept else 1
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = commands.add_parser(
-        "export-sft", help="export validated option-wise judge traces (from a teacher's eval runs) as SFT chat JSONL"
-    )
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("export-sft")
     parser.add_argument("--run", action="append", required=True, metavar="DIR", help="an eval run folder (repeatable)")
     parser.add_argument("--out", required=True, help="the JSONL file to write")
     parser.add_argument(

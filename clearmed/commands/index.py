@@ -1,9 +1,12 @@
-"""`clearmed index build|info`: build a bm25s index directory for the local pathway, and describe one.
+"""`clearmed index build|info`: build the local pathway's index (bm25s, or Lucene in MedRAG's layout), describe one.
 
     clearmed index build --preset openstax --out indexes/openstax
     clearmed index build --path my_corpus.parquet --id-field doc_id --text-field body --out indexes/mine
     clearmed index build --config configs/default.toml          # the [corpus] table; flags override it
+    clearmed index build --backend lucene --db-dir /data/medcorp --corpus textbooks --corpus statpearls
+    clearmed index build --backend lucene --db-dir /data/medcorp --preset openstax   # written as MedRAG chunks
     clearmed index info indexes/openstax [--json]
+    clearmed index info /data/medcorp/textbooks/index/bm25 [--json]
 
 A thin layer over `clearmed.retrieval`: parse flags into a `CorpusConfig`, call the library, print.
 """
@@ -28,19 +31,24 @@ from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.bm25_sparse import directory_size, read_manifest
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.corpus import CorpusError, IngestStats
-from clearmed.retrieval.factory import build_index
+from clearmed.retrieval.factory import build_index, build_lucene_indexes
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `index` with its `build` and `info` subcommands to the CLI."""
-    index = subparsers.add_parser("index", help="build or inspect a local BM25 (bm25s) index")
+    index = subparsers.add_parser("index", help="build or inspect a local BM25 index (bm25s or Lucene)")
     commands = index.add_subparsers(dest="index_command", metavar="{build,info}", required=True)
 
-    build = commands.add_parser("build", help="index a corpus into a directory (bm25s, memory-mappable)")
+    build = commands.add_parser("build", help="index a corpus (bm25s into --out; lucene under --db-dir)")
+    build.add_argument("--backend", choices=["bm25s", "lucene"], help="default: the config's, else bm25s")
+    build.add_argument("--db-dir", type=Path, help="lucene: the MedRAG folder holding <corpus>/chunk")
+    build.add_argument("--corpus", action="append", help="lucene: a corpus folder under --db-dir (repeat; medcorp)")
+    build.add_argument("--threads", type=int, help="lucene: indexing threads (default: every core)")
+    build.add_argument("--rebuild", action="store_true", help="lucene: rebuild complete indexes too")
     source = build.add_mutually_exclusive_group()
     source.add_argument("--preset", help="a shared corpus: openstax or medquad")
     source.add_argument("--path", type=Path, help="a .jsonl or .parquet corpus file")
@@ -82,7 +90,7 @@ def corpus_config_from_args(args: argparse.Namespace) -> CorpusConfig:
             raise ValueError(f"{args.config}: no [corpus] table")
         data.update(table)
         # As in the project config loader: "~" expands, relative paths are relative to the config file.
-        for key in ("path", "index_dir", "data_root"):
+        for key in ("path", "index_dir", "data_root", "db_dir"):
             if isinstance(data.get(key), str) and data[key]:
                 value = Path(data[key]).expanduser()
                 data[key] = value if value.is_absolute() else (args.config.parent / value).resolve()
@@ -122,17 +130,47 @@ def corpus_config_from_args(args: argparse.Namespace) -> CorpusConfig:
         data["on_error"] = "skip"
     if args.data_root is not None:
         data["data_root"] = args.data_root
-    data["backend"] = "bm25s"
-    try:
-        cfg = CorpusConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(['corpus', *map(str, e['loc'])])}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"invalid corpus settings: {problems}") from None
+    # Only bm25s and lucene have an index to build; a config naming another backend builds bm25s.
+    data["backend"] = args.backend or ("lucene" if data.get("backend") == "lucene" else "bm25s")
+    if data["backend"] == "lucene":
+        return _lucene_config(data, args)
+    for flag in ("db_dir", "corpus", "threads"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag.replace('_', '-')} is read by --backend lucene, not bm25s")
+    for key in ("db_dir", "corpora", "merge", "threads"):
+        data.pop(key, None)
+    cfg = _validated(data)
     if cfg.index_dir is None:
         raise ValueError("say where to write the index: --out DIR (or corpus.index_dir in --config)")
     if cfg.preset is None and cfg.path is None and cfg.hub is None:
         raise ValueError("say what to index: --preset, --path or --hub (or a source in --config)")
     return cfg
+
+
+def _lucene_config(data: dict[str, Any], args: argparse.Namespace) -> CorpusConfig:
+    if args.out is not None:
+        raise ValueError("--out is for bm25s; Lucene indexes go to <db_dir>/<corpus>/index/bm25 (--db-dir)")
+    data.pop("index_dir", None)
+    if args.db_dir is not None:
+        data["db_dir"] = args.db_dir
+    if args.corpus:
+        data["corpora"] = args.corpus
+    if args.threads is not None:
+        data["threads"] = args.threads
+    if args.rebuild:
+        data["rebuild"] = True
+    return _validated(data)
+
+
+def _validated(data: dict[str, Any]) -> CorpusConfig:
+    try:
+        return CorpusConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(['corpus', *map(str, e['loc'])])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise ValueError(f"invalid corpus settings: {problems}") from None
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -142,6 +180,8 @@ def run_build(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _error(err, exc)
         return EXIT_BAD_INPUT
+    if cfg.backend == "lucene":
+        return _run_lucene_build(cfg, err)
     assert cfg.index_dir is not None
     stats = IngestStats()
     started = time.perf_counter()
@@ -171,6 +211,47 @@ def run_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_lucene_build(cfg: CorpusConfig, err: Console) -> int:
+    """Build every corpus of `cfg` whose index is missing or half-built (all, with --rebuild); say what was kept."""
+    from clearmed.retrieval.lucene import describe_index
+
+    assert cfg.db_dir is not None
+    stats = IngestStats()
+    try:
+        with err.status(f"indexing {', '.join(cfg.lucene_corpora())} with pyserini"):
+            builds = build_lucene_indexes(cfg, stats)
+    except (CorpusError, EvidenceError, OSError) as exc:
+        _error(err, exc)
+        return EXIT_BAD_INPUT if isinstance(exc, CorpusError) else EXIT_FAILED
+    for corpus in cfg.lucene_corpora():
+        build = builds.get(corpus)
+        if build is not None:
+            skipped = f", {build.skipped:,} lines skipped by the indexer" if build.skipped else ""
+            print(
+                f"indexed {build.documents:,} snippets of {corpus} into {cfg.db_dir / corpus / 'index' / 'bm25'} "
+                f"in {build.seconds:.1f} s ({build.threads} threads{skipped})"
+            )
+        else:
+            report = describe_index(cfg.db_dir, corpus, open_index=False)
+            print(f"{corpus}: {report.directory} is complete, kept (--rebuild to build it again)")
+    if stats.skipped:
+        err.print(f"[yellow]skipped {stats.skipped:,} bad rows[/yellow]; first problems:", highlight=False)
+        for problem in stats.problems[:5]:
+            err.print(f"  {problem}", highlight=False, markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def lucene_index_info(directory: Path) -> dict[str, Any]:
+    """`index info` of a Lucene index folder (`<db_dir>/<corpus>/index/bm25`): state, size, documents."""
+    from clearmed.retrieval.lucene import INDEX_SUBDIR, describe_index
+
+    directory = directory.resolve()
+    if directory.parts[-2:] != INDEX_SUBDIR.parts:
+        raise EvidenceError(f"{directory}: a Lucene index of MedRAG's layout is <db_dir>/<corpus>/index/bm25")
+    report = describe_index(directory.parents[2], directory.parents[1].name)
+    return {"backend": "lucene", **report.model_dump(mode="json")}
+
+
 def index_info(directory: Path) -> dict[str, Any]:
     """What `index info` shows, as plain data (raises EvidenceError for a non-index directory)."""
     manifest = read_manifest(directory)
@@ -191,15 +272,22 @@ def index_info(directory: Path) -> dict[str, Any]:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    # A Lucene folder has Lucene's commit file, or (half-built or absent) MedRAG's name and no bm25s manifest.
+    lucene = any(args.directory.glob("segments_*")) or (
+        args.directory.name == "bm25" and not (args.directory / "manifest.json").exists()
+    )
     try:
-        info = index_info(args.directory)
+        info = lucene_index_info(args.directory) if lucene else index_info(args.directory)
     except EvidenceError as exc:
         _error(Console(stderr=True), exc)
         return EXIT_BAD_INPUT
     if args.json:
         json.dump(info, sys.stdout, indent=2)
         print()
-        return EXIT_OK
+        return EXIT_OK if not lucene or info["opens"] else EXIT_FAILED
+    if lucene:
+        print(f"{info['corpus']}: {lucene_summary(info)}")
+        return EXIT_OK if info["opens"] else EXIT_FAILED
     table = Table(title=f"index {info['directory']}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
@@ -215,6 +303,19 @@ def run_info(args: argparse.Namespace) -> int:
     table.add_row("bm25s", info["bm25s_version"])
     Console().print(table)
     return EXIT_OK
+
+
+def lucene_summary(report: dict[str, Any]) -> str:
+    """One line for a Lucene index report: "<dir>: 2,000 documents, 1.2 MB, opens" or why it does not."""
+    where = report["directory"]
+    if report["state"] == "missing":
+        return f"{where}: missing; build it with `clearmed index build`"
+    size = _human_bytes(report["bytes"])
+    if report["state"] == "half_built":
+        return f"{where}: HALF-BUILT ({size}, no Lucene commit); `clearmed index build` rebuilds it"
+    if not report["opens"]:
+        return f"{where}: {size}, does NOT open: {report['detail']}"
+    return f"{where}: {report['documents']:,} documents, {size}, opens"
 
 
 def _error(console: Console, problem: object) -> None:

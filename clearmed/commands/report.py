@@ -49,10 +49,8 @@ def write_run_report(run_dir: Path, console: Console) -> None:
     console.print(f"report: {report.index}", markup=False, highlight=False)
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    report = commands.add_parser(
-        "report", help="write a static HTML report of run folders (overview, question trails, comparisons)"
-    )
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = commands.add_parser("report")
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (of `clearmed eval`)")
     report.add_argument("--out", help="folder for the report (default with one run: RUN_DIR/report)")
     report.set_defaults(func=run_report)

@@ -13,11 +13,12 @@ from rich.console import Console
 from clearmed.errors import UsageError
 
 if TYPE_CHECKING:
+    from clearmed.config import ClearmedConfig
     from clearmed.optimize.rescore import TrialScore
     from clearmed.optimize.tuning import TuneSummary
 
 
-def _run_config(args: argparse.Namespace):  # -> ClearmedConfig
+def _run_config(args: argparse.Namespace) -> ClearmedConfig:
     """The config whose priors (and, with --live, LMs) replay uses: -c, else the first run's config.json."""
     from clearmed.backbones.config import BackboneConfig
     from clearmed.config import ClearmedConfig, load_config
@@ -83,7 +84,6 @@ def run_tune(args: argparse.Namespace) -> int:
         live = LiveSession(build_clear(config))
     rescorer = Rescorer(
         items,
-        priors=config.quality_priors,
         on_miss=args.on_miss,
         cost_weight=args.cost_weight,
         cost_unit=args.cost_unit,
@@ -164,12 +164,10 @@ def _report(summary: TuneSummary) -> str:
     return "\n".join(lines)
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    from clearmed.optimize.tuning import OPT_IN_PARAMETERS, PARAMETERS
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from clearmed.optimize.tuning import DEFAULT_PARAMETERS, PARAMETERS
 
-    tune = commands.add_parser(
-        "tune", help="tune the adjudication thresholds with Optuna by replaying stored eval runs (no new LM calls)"
-    )
+    tune = commands.add_parser("tune")
     tune.add_argument("--run", action="append", required=True, metavar="DIR", help="a finished eval run folder")
     tune.add_argument("--out", required=True, help="artifact folder for the tuned thresholds and the study summary")
     tune.add_argument("--trials", type=int, default=100, help="trials to run in this process (default 100)")
@@ -179,8 +177,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--study-name", default="clearmed-thresholds", help="workers sharing a study use one name")
     tune.add_argument(
         "--params",
-        help=f"comma-separated parameters to tune, from {', '.join(PARAMETERS)} (default: all but "
-        f"{', '.join(sorted(OPT_IN_PARAMETERS))}, which is tuned only when named)",
+        help=f"comma-separated parameters to tune, from {', '.join(PARAMETERS)} (default: "
+        f"{', '.join(DEFAULT_PARAMETERS)}, the likelihood fit of the pooling weights)",
     )
     tune.add_argument(
         "--on-miss",

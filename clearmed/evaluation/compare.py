@@ -3,7 +3,8 @@
 Runs of different sizes are not comparable question for question: a 40-question variant against a 50-question
 baseline differs by ten questions before it differs by program. `--common` re-summarizes every run (with this
 version's report code) on the question ids all runs of its benchmark answered; the paired table is always
-computed on the ids each run shares with the first run of its benchmark.
+computed on the ids each run shares with the first run of its benchmark. Degraded questions (a stage failed after its
+retries) are left out of the paired table as they are of accuracy: they are not the program's answers.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from clearmed.backbones.config import BackboneConfig
 from clearmed.evaluation.report import RunSummary, summarize
-from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, read_records
+from clearmed.evaluation.spend import Prices
+from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, read_records, read_set_aside_degraded
 from clearmed.metrics import PairedComparison, paired_comparison
 
 
@@ -27,7 +30,7 @@ class ComparedRun(BaseModel):
     label: str
     folder: str
     summary: RunSummary
-    correct: dict[str, bool]  # question id -> scored correct (unscored questions are absent)
+    correct: dict[str, bool]  # question id -> scored correct (unscored and degraded questions are absent)
 
 
 def _manifest(folder: Path) -> RunManifest:
@@ -38,7 +41,21 @@ def _manifest(folder: Path) -> RunManifest:
 
 
 def _correct(records: Sequence[EvalRecord]) -> dict[str, bool]:
-    return {r.question_id: r.score.correct for r in records if r.score is not None and r.score.rubric_grade is None}
+    return {
+        r.question_id: r.score.correct
+        for r in records
+        if r.score is not None and r.score.rubric_grade is None and not r.degraded
+    }
+
+
+def snapshot_prices(folder: Path) -> Prices | None:
+    """The prices of the backbones a run folder's config snapshot names; None when it cannot be read."""
+    try:
+        snapshot = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        backbones = {role: BackboneConfig.model_validate(table) for role, table in snapshot["backbones"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError):
+        return None
+    return Prices(backbones)
 
 
 def _labels(folders: Sequence[Path]) -> list[str]:
@@ -69,7 +86,10 @@ def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[Compared
             ids = shared[manifest.benchmark]
             records = [r for r in records if r.question_id in ids]
             manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in ids]})
-            summary = summarize(records, manifest, seed=manifest.seed)
+            set_aside = [r for r in read_set_aside_degraded(folder) if r.question_id in ids]
+            summary = summarize(
+                records, manifest, seed=manifest.seed, prices=snapshot_prices(folder), set_aside=set_aside
+            )
         else:
             path = folder / "summary.json"
             if not path.is_file():

@@ -12,20 +12,24 @@ import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clearmed.evaluation.report import RunSummary, write_plots
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _figure_uri(fig: object) -> str:
+def _figure_uri(fig: Figure) -> str:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
     return _uri(buffer.getvalue())
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from clearmed.evaluation.store import EvalRecord
 from clearmed.metrics import LeakageReport, score_mcq
 from clearmed.retrieval.screening import screen
-from clearmed.signatures.records import PATHWAYS, ROUTE_TABLE, Candidate, Decision, Passage
+from clearmed.signatures.records import PATHWAYS, ROUTE_TABLE, Candidate, Decision, Passage, Route
 
 # The Candidate fields known when this view was written. Fields added later (per-option probabilities from
 # option scoring, for example) are shown generically instead of being dropped.
@@ -52,13 +52,13 @@ def page_name(index: int, question_id: str) -> str:
     return f"{index:04d}-{slug}.html"
 
 
-def route_colour(route: str | None) -> str:
-    spec = ROUTE_TABLE.get(route or "")
+def route_colour(route: Route | None) -> str:
+    spec = ROUTE_TABLE.get(route) if route is not None else None
     return _STYLE_COLOURS.get(spec.style, "#555") if spec is not None else "#555"
 
 
-def route_meaning(route: str | None) -> str:
-    spec = ROUTE_TABLE.get(route or "")
+def route_meaning(route: Route | None) -> str:
+    spec = ROUTE_TABLE.get(route) if route is not None else None
     return spec.meaning if spec is not None else ""
 
 
@@ -156,7 +156,7 @@ def question_row(record: EvalRecord, leak: LeakageReport | None) -> QuestionRow:
         answer=answer_display(decision),
         gold=gold_display(record),
         correct=correctness(record),
-        status=decision.status,
+        status="degraded" if record.degraded else decision.status,  # apart from clean answers, as in the summary
         route=decision.route or "-",
         rule=decision.deciding_rule or "-",
         pattern=agreement_pattern(decision),

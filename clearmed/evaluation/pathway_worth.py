@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.metrics import Calibration, calibration, letter_prior, score_mcq
-from clearmed.programs.adjudication import before_followups
-from clearmed.programs.rules import answer_for_route, heuristic_verify
+from clearmed.programs.adjudication.rules import answer_for_route, heuristic_verify
 from clearmed.signatures.records import PATHWAYS, Decision
 
 
@@ -70,9 +69,8 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
     routes: dict[str, list[tuple[bool, dict[str, bool]]]] = {}
     for decision in usable:
         assert decision.agreement is not None
-        # The pathways as they answered, before a follow-up round re-scored the dynamic one or a letter prior was
-        # divided out.
-        bundle, agreement = before_followups(decision.bundle, decision.agreement)
+        # The pathways as they answered, before a follow-up round re-scored the dynamic one.
+        bundle, agreement = decision.bundle.initial(), decision.agreement
         question = bundle.question
         right: dict[str, bool] = {p: score_mcq(question, bundle.candidate(p).answer).correct for p in PATHWAYS}
         for pathway in PATHWAYS:

@@ -1,4 +1,5 @@
-"""Run summaries: accuracy with intervals, the paper's route and adjudication statistics, cost, plots."""
+"""Run summaries: accuracy with intervals (clean answers apart from degraded ones), the paper's route and adjudication
+statistics, cost in calls, tokens, dollars and Tavily credits, retries, scored against generated answers, plots."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.evaluation.pathway_worth import PathwayWorth, pathway_worth
+from clearmed.evaluation.spend import Prices, SpendSummary, record_usd, spend_summary
 from clearmed.evaluation.store import EvalRecord, RunManifest
 from clearmed.metrics import (
     AccuracySummary,
@@ -24,6 +27,9 @@ from clearmed.metrics import (
     mcnemar_exact_p,
 )
 from clearmed.signatures.records import Decision
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class CostSummary(BaseModel):
@@ -48,8 +54,20 @@ class RouteCost(BaseModel):
     mean_lm_calls: float
 
 
+class AnswerSources(BaseModel):
+    """How a pathway's answers were reached: scored from the options' log-probabilities, or generated (a backbone
+    without log-probabilities, a failed scoring call, or `mcq_decoding = "generate"`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scored: int = 0
+    generated: int = 0
+
+
 class RunSummary(BaseModel):
-    """What a run measured. `accuracy` counts unparsed and failed answers as wrong (reported separately too)."""
+    """What a run measured. `accuracy` is over clean questions and counts unparsed and failed answers as wrong (reported
+    separately too); degraded questions (a stage failed after its retries) are counted in `degraded` by failed stage
+    and left out of `accuracy` and `pathways`, and `accuracy_with_degraded` counts them in as they were answered."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -84,6 +102,13 @@ class RunSummary(BaseModel):
     # deterministic verifier (`VerifierOutput.calibrated_fallback`; zero and empty in other modes).
     calibrated_questions: int = 0
     calibrated_fallbacks: dict[str, int] = {}
+    degraded: int = 0
+    degraded_stages: dict[str, int] = {}
+    accuracy_with_degraded: AccuracySummary | None = None
+    # Dollars, Tavily credits and retries, per stage and for the run (None in summaries written before they were).
+    spend: SpendSummary | None = None
+    # Per pathway: answers scored from log-probabilities against answers generated.
+    answer_sources: dict[str, AnswerSources] = {}
 
 
 def _route(record: EvalRecord) -> str:
@@ -109,18 +134,38 @@ def _calibrated_counts(decisions: Sequence[Decision]) -> tuple[int, dict[str, in
     return asked, dict(fallbacks)
 
 
+def _answer_sources(decisions: Sequence[Decision]) -> dict[str, AnswerSources]:
+    """Per pathway, the candidates that answered: scored (option scores on the candidate) or generated."""
+    counts: dict[str, AnswerSources] = {}
+    for decision in decisions:
+        for candidate in decision.bundle.candidates:
+            if candidate.answer is None:
+                continue
+            tally = counts.setdefault(candidate.pathway, AnswerSources())
+            if candidate.option_scores is not None:
+                tally.scored += 1
+            else:
+                tally.generated += 1
+    return counts
+
+
 def summarize(
     records: Sequence[EvalRecord],
     manifest: RunManifest,
     *,
     seed: int = 0,
     leaks: Sequence[LeakageReport] | None = None,
+    prices: Prices | None = None,
+    set_aside: Sequence[EvalRecord] = (),
 ) -> RunSummary:
     """The run's statistics. `leaks` are the records' leakage audits when the caller already ran them (one per
-    record, in order); otherwise they are audited here."""
-    graded = [record.score for record in records if record.score is not None]
+    record, in order); otherwise they are audited here. `prices` give dollars per stage (the run's total comes from
+    the records); `set_aside` are the degraded records a resume redid (their spend is reported)."""
+    clean = [record for record in records if not record.degraded]
+    graded = [record.score for record in clean if record.score is not None]
     scores = [score for score in graded if score.rubric_grade is None]
     grades = [score.rubric_grade for score in graded if score.rubric_grade is not None]
+    every_score = [r.score for r in records if r.score is not None and r.score.rubric_grade is None]
     decisions = [record.decision for record in records]
     mechanisms = [[step.mechanism for step in d.steps] for d in decisions]
     by_route: dict[str, list[EvalRecord]] = {}
@@ -150,7 +195,7 @@ def summarize(
         config_source=manifest.config_source,
         planned=len(manifest.question_ids),
         evaluated=len(records),
-        unscored=len(records) - len(graded),
+        unscored=len(clean) - len(graded),
         accuracy=accuracy_summary(scores, seed=seed) if scores else None,
         status_counts=dict(Counter(d.status for d in decisions)),
         route_counts=dict(Counter(_route(r) for r in records)),
@@ -173,12 +218,22 @@ def summarize(
         leakage_questions=sum(1 for report in leaks if report.flagged),
         leakage_passages=dict(leak_kinds),
         judge=judge_stats(decisions),
-        pathways=pathway_worth(decisions),
+        pathways=pathway_worth([record.decision for record in clean]),
         rubric=healthbench_summary(grades, seed=seed) if grades else None,
         search_plan_stops=dict(Counter(plan.stop_reason for plan in plans)),
         mean_search_rounds=_mean([len(plan.rounds) for plan in plans]) if plans else None,
         calibrated_questions=calibrated_questions,
         calibrated_fallbacks=calibrated_fallbacks,
+        degraded=len(records) - len(clean),
+        degraded_stages=dict(Counter(stage for record in records for stage in record.degraded_stages)),
+        accuracy_with_degraded=accuracy_summary(every_score, seed=seed) if every_score else None,
+        spend=spend_summary(
+            decisions,
+            [record_usd(record, prices) for record in records],
+            prices=prices,
+            set_aside_usd=[record_usd(record, prices) for record in set_aside],
+        ),
+        answer_sources=_answer_sources(decisions),
     )
 
 
@@ -210,8 +265,8 @@ def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | No
         raise ValueError("one label per summary")
     run_head, run_rule = ("| run ", "|---") if labels is not None else ("", "")
     header = (
-        f"{run_head}| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | s/question | LM calls/q "
-        f"| follow-ups | revisions | leaked items | routes |\n{run_rule}" + "|---" * 12 + "|"
+        f"{run_head}| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | degraded | s/question "
+        f"| LM calls/q | $/question | follow-ups | revisions | leaked items | routes |\n{run_rule}" + "|---" * 14 + "|"
     )
     rows = []
     for i, s in enumerate(summaries):
@@ -220,11 +275,23 @@ def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | No
         run_cell = f"| {labels[i]} " if labels is not None else ""
         rows.append(
             f"{run_cell}| {s.program} | {s.benchmark} | {s.evaluated}/{s.planned} | {accuracy_cell(s)} "
-            f"| {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.cost.mean_seconds:.1f} "
-            f"| {_calls_cell(s.cost)} | {s.followup_searches} | {s.revisions_accepted} "
-            f"| {s.leakage_questions} | {routes} |"
+            f"| {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.degraded} "
+            f"| {s.cost.mean_seconds:.1f} | {_calls_cell(s.cost)} | {_dollars_cell(s)} | {s.followup_searches} "
+            f"| {s.revisions_accepted} | {s.leakage_questions} | {routes} |"
         )
-    return "\n".join([header, *rows]) + "\n"
+    note = (
+        "\nAccuracy is over clean questions; degraded ones (a stage failed after its retries) are counted apart.\n"
+        if any(s.degraded for s in summaries)
+        else ""
+    )
+    return "\n".join([header, *rows]) + "\n" + note
+
+
+def _dollars_cell(summary: RunSummary) -> str:
+    spend = summary.spend
+    if spend is None or spend.mean_usd is None:
+        return "-"
+    return f"{spend.mean_usd:.4f}" if spend.mean_usd < 0.01 else f"{spend.mean_usd:.3f}"
 
 
 def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | None = None) -> str:
@@ -233,6 +300,21 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
     parts: list[str] = []
     for i, s in enumerate(summaries):
         name = labels[i] if labels is not None else s.program
+        if s.degraded:
+            stages = ", ".join(f"{stage} {count}" for stage, count in sorted(s.degraded_stages.items()))
+            parts.append(
+                f"\n### Degraded: {name} on {s.benchmark}\n\n{s.degraded} of {s.evaluated} questions had a stage fail "
+                f"after its retries (by stage: {stages}); a resume redoes them (`--keep-degraded` keeps them). "
+                f"Accuracy counting them as answered: {_accuracy_text(s.accuracy_with_degraded)}\n"
+            )
+        if s.spend is not None:
+            parts.append(_spend_markdown(name, s))
+        if s.answer_sources:
+            each = "; ".join(
+                f"{pathway} {sources.scored} scored, {sources.generated} generated"
+                for pathway, sources in s.answer_sources.items()
+            )
+            parts.append(f"\n### Answers scored against generated: {name} on {s.benchmark}\n\n{each}\n")
         if s.pathways is not None:
             worth = s.pathways
             each = ", ".join(f"{p} {100 * a:.1f}%" for p, a in worth.pathway_accuracy.items())
@@ -258,6 +340,41 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
                 f"stopped by {stops}\n"
             )
     return "".join(parts)
+
+
+def _accuracy_text(accuracy: AccuracySummary | None) -> str:
+    if accuracy is None or accuracy.accuracy is None:
+        return "-"
+    return f"{_pct(accuracy.accuracy)}% ({accuracy.correct}/{accuracy.n})"
+
+
+def _spend_markdown(name: str, summary: RunSummary) -> str:
+    """Dollars, tokens, Tavily credits and retries per stage, and the run's totals."""
+    spend = summary.spend
+    assert spend is not None
+
+    def usd(value: float | None) -> str:
+        return "unknown price" if value is None else f"${value:.4f}"
+
+    rows = [
+        "| stage | calls | cached | failed | prompt tokens | completion tokens | $ | Tavily credits | retries |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for stage in spend.by_stage:
+        rows.append(
+            f"| {stage.stage} | {stage.calls} | {stage.cached} | {stage.failed} | {stage.prompt_tokens} "
+            f"| {stage.completion_tokens} | {'-' if stage.usd is None else f'{stage.usd:.4f}'} "
+            f"| {stage.credits:g} | {stage.retries} |"
+        )
+    redone = (
+        f"; the {spend.set_aside_questions} degraded attempts redone had spent {usd(spend.set_aside_usd)} more"
+        if spend.set_aside_questions
+        else ""
+    )
+    return (
+        f"\n### Spend: {name} on {summary.benchmark}\n\nLM {usd(spend.usd)} ({usd(spend.mean_usd)} per question), "
+        f"{spend.search_credits:g} Tavily credits, {spend.retries} retries{redone}\n\n" + "\n".join(rows) + "\n"
+    )
 
 
 def calibrated_fallback_line(summary: RunSummary) -> str:
@@ -386,9 +503,9 @@ def write_plots(summaries: Sequence[RunSummary], folder: Path, stem: str = "") -
     return written
 
 
-def _save(fig: object, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, dpi=120)  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
     return path

@@ -1,10 +1,17 @@
 """`clearmed eval`: run a program over a benchmark into a resumable run folder.
 
 The question list is fixed in the manifest when the folder is created, so a resumed run evaluates exactly
-the questions it started with; finished questions are never recomputed. Questions run one at a time or on
-`run.num_threads` threads (for remote backends); each line is appended the moment its question finishes. A question
-whose record would not load back is reported and not written, and a line that cannot be read counts as not done:
-either way the run goes on and a resume redoes that question.
+the questions it started with; finished questions are never recomputed, except degraded ones (a stage failed after its
+retries), which a resume redoes unless asked to keep them. Questions run one at a time or on `run.num_threads` threads
+(for remote backends); each line is appended the moment its question finishes. A question whose record would not load
+back is reported and not written, and a line that cannot be read counts as not done: either way the run goes on and a
+resume redoes that question.
+
+A run stops early, cleanly and resumably, in two cases. A `FatalServiceError` (a rejected key, an exhausted balance, a
+missing model, from the LM or from Tavily) starts no further question, lets the questions in flight finish, writes no
+record for the question that met it, and is raised. A budget (`max_cost`, US dollars of LM calls) starts no question
+once the run's spend has reached it (`BudgetReached`); questions in flight still finish, so a run can overshoot by what
+at most `num_threads` questions cost. A resume runs neither kind of question twice.
 """
 
 from __future__ import annotations
@@ -21,11 +28,16 @@ from pathlib import Path
 
 import dspy
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from clearmed import __version__
-from clearmed.config import ClearmedConfig
+from clearmed.config import ClearmedConfig, answer_settings, without_operational
+from clearmed.errors import FatalServiceError, UsageError
+from clearmed.evaluation.degraded import degraded_stages
+from clearmed.evaluation.spend import Prices, record_usd
 from clearmed.evaluation.store import (
+    DEGRADED,
     UNREADABLE,
     EvalRecord,
     RunManifest,
@@ -33,9 +45,11 @@ from clearmed.evaluation.store import (
     RunStoreError,
     UnwritableRecordError,
     read_records,
+    read_set_aside_degraded,
 )
 from clearmed.metrics import QuestionScore, score_decision
 from clearmed.signatures.records import AdjudicationStep, Decision, EvidenceBundle, Question
+from clearmed.signatures.records.removed import REMOVED_PROGRAM_SETTINGS, REMOVED_THRESHOLDS, split_removed
 
 Scorer = Callable[[Question, Decision], QuestionScore | None]
 
@@ -52,9 +66,21 @@ class EvalSpec:
     artifact: str | None = None
 
 
+class BudgetReached(Exception):
+    """The run's spend reached its budget: no further question was started (the run resumes with a higher one)."""
+
+    def __init__(self, spent: float, budget: float, not_started: int) -> None:
+        self.spent, self.budget, self.not_started = spent, budget, not_started
+        super().__init__(
+            f"budget reached: spent ${spent:.2f} of ${budget:.2f} (--max-cost / [run] max_cost); {not_started} "
+            "questions not started; rerun the same command with a higher budget to resume"
+        )
+
+
 def config_digest(config: ClearmedConfig) -> str:
-    """A fingerprint of everything that changes answers (the config minus where it was read from)."""
-    payload = config.model_dump_json(exclude={"source", "run"})
+    """A fingerprint of everything that changes answers: the config minus its operational settings (where it was read
+    from, [run], timeouts, retries, caches, prices; `clearmed.config.answer_settings`)."""
+    payload = json.dumps(answer_settings(config), sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -77,11 +103,15 @@ def crashed_decision(question: Question, program: str, error: BaseException) -> 
 
 
 class _Running:
-    """Running accuracy and cost for the progress bar."""
+    """Running accuracy (clean answers), degraded count and spend for the progress bar and the budget."""
 
-    def __init__(self, records: Sequence[EvalRecord]) -> None:
+    def __init__(
+        self, records: Sequence[EvalRecord], *, price: Callable[[EvalRecord], float | None], spent: float = 0.0
+    ) -> None:
         self.lock = threading.Lock()
-        self.scored = self.correct = 0
+        self.price = price
+        self.scored = self.correct = self.degraded = 0
+        self.spent = spent
         self.seconds = 0.0
         self.calls = self.count = 0
         for record in records:
@@ -92,15 +122,42 @@ class _Running:
             self.count += 1
             self.seconds += record.seconds
             self.calls += record.decision.lm_calls()
-            if record.score is not None:
+            self.spent += self.price(record) or 0.0
+            if record.degraded:
+                self.degraded += 1
+            elif record.score is not None:
                 self.scored += 1
                 self.correct += int(record.score.correct)
+
+    def spent_so_far(self) -> float:
+        with self.lock:
+            return self.spent
 
     def describe(self) -> str:
         with self.lock:
             accuracy = f"{self.correct / self.scored:.1%}" if self.scored else "-"
             per_q = f"{self.seconds / self.count:.1f}s {self.calls / self.count:.1f} calls/q" if self.count else ""
-            return f"acc {accuracy} ({self.correct}/{self.scored})  {per_q}"
+            degraded = f"  degraded {self.degraded}" if self.degraded else ""
+            spent = f"  ${self.spent:.2f}" if self.spent else ""
+            return f"acc {accuracy} ({self.correct}/{self.scored}){degraded}  {per_q}{spent}"
+
+
+class _Stop:
+    """Why no further question may start: a fatal service error (kept to raise) or the budget."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fatal: FatalServiceError | None = None
+        self.budget = False
+
+    def set_fatal(self, error: FatalServiceError) -> None:
+        with self.lock:
+            self.fatal = self.fatal or error
+
+    @property
+    def requested(self) -> bool:
+        with self.lock:
+            return self.fatal is not None or self.budget
 
 
 def _extends(snapshot: object, current: object, non_default: object) -> bool:
@@ -117,19 +174,26 @@ def _extends(snapshot: object, current: object, non_default: object) -> bool:
     )
 
 
-def _same_config_as_snapshot(store: RunStore, config: ClearmedConfig) -> bool:
+def same_config_as_snapshot(directory: Path, config: ClearmedConfig) -> bool:
     """Whether the folder's config snapshot is this config as an older clearmed wrote it. A newer version that adds
     settings changes the digest of an unchanged config, so digests alone would refuse to resume every earlier run;
-    settings the snapshot lacks count as the same when they are at their defaults."""
+    settings the snapshot lacks count as the same when they are at their defaults. Operational settings (timeouts,
+    retries, threads, caches, prices) are left out on both sides, as in the digest."""
     try:
-        snapshot = json.loads((store.directory / "config.json").read_text(encoding="utf-8"))
+        snapshot = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    excluded = {"source", "run"}
-    current = json.loads(config.model_dump_json(exclude_none=True, exclude=excluded))
-    non_default = json.loads(config.model_dump_json(exclude_none=True, exclude_defaults=True, exclude=excluded))
-    snapshot = {key: value for key, value in snapshot.items() if key not in excluded}
-    return _extends(snapshot, current, non_default)
+    if not isinstance(snapshot, dict):
+        return False
+    # Settings since removed (records.removed) match when the snapshot had them off, as this version always is.
+    for table, removed in (("program", REMOVED_PROGRAM_SETTINGS), ("thresholds", REMOVED_THRESHOLDS)):
+        if isinstance(snapshot.get(table), dict):
+            snapshot[table], used = split_removed(snapshot[table], removed)
+            if used:
+                return False
+    current = answer_settings(config)
+    non_default = answer_settings(config, exclude_defaults=True)
+    return _extends(without_operational(snapshot), current, non_default)
 
 
 def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunManifest:
@@ -160,7 +224,7 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
         for name, old, new in (
             ("program", existing.program, spec.program),
             ("benchmark", existing.benchmark, spec.benchmark),
-            ("config", digest if _same_config_as_snapshot(store, config) else existing.config_digest, digest),
+            ("config", digest if same_config_as_snapshot(store.directory, config) else existing.config_digest, digest),
             ("program artifact", existing.artifact, spec.artifact),
         )
         if old != new
@@ -188,12 +252,23 @@ def run_evaluation(
     console: Console | None = None,
     show_progress: bool = True,
     stop_after: int | None = None,
+    keep_degraded: bool = False,
+    max_cost: float | None = None,
 ) -> list[EvalRecord]:
     """Evaluate the questions of `spec` not yet in its run folder; return every record of the run.
 
-    `stop_after` ends the run after that many new questions (for tests of resume; the run stays resumable).
+    Degraded records are set aside and their questions redone, unless `keep_degraded`. `max_cost` (US dollars) starts no
+    question once the run has spent that much (`BudgetReached`); a `FatalServiceError` starts no further question and is
+    raised once the questions in flight have finished. `stop_after` ends the run after that many new questions (for
+    tests of resume; the run stays resumable).
     """
     console = console or Console(stderr=True)
+    prices = Prices(config.backbones)
+    if max_cost is not None and (unpriced := prices.unpriced()):
+        raise UsageError(
+            f"a budget needs every backbone's price, and {', '.join(unpriced)} has none: set its "
+            "price = {input = ..., output = ...} (USD per million tokens) in the config"
+        )
     with RunStore(spec.run_dir) as store:
         manifest = open_run(store, spec, config)
         scan = store.set_aside_unreadable()  # a torn last line of a killed run, or a damaged line: redone below
@@ -208,29 +283,66 @@ def run_evaluation(
                 markup=False,
                 highlight=False,
             )
-        done = {record.question_id: record for record in scan.records}
+        records = scan.records
+        if not keep_degraded and (redo := store.set_aside_degraded()):
+            stages = sorted({stage for record in redo for stage in record.degraded_stages})
+            console.print(
+                f"{len(redo)} degraded question{'s' if len(redo) > 1 else ''} (failed stages: {', '.join(stages)}) "
+                f"moved to {spec.run_dir / DEGRADED} and redone; their good calls come from the caches "
+                "(--keep-degraded keeps them)",
+                style="yellow",
+                markup=False,
+                highlight=False,
+            )
+            records = [record for record in records if not record.degraded]
+        done = {record.question_id: record for record in records}
         by_id = {q.id: q for q in spec.questions}
         order = {qid: index for index, qid in enumerate(manifest.question_ids)}
         todo = [by_id[qid] for qid in manifest.question_ids if qid not in done]
         if stop_after is not None:
             todo = todo[:stop_after]
-        running = _Running(list(done.values()))
+
+        def price(record: EvalRecord) -> float | None:
+            return record_usd(record, prices)
+
+        set_aside = sum(price(record) or 0.0 for record in read_set_aside_degraded(spec.run_dir))
+        running = _Running(list(done.values()), price=price, spent=set_aside)
+        stop = _Stop()
+
+        def may_start() -> bool:
+            if stop.requested:
+                return False
+            if max_cost is not None and running.spent_so_far() >= max_cost:
+                with stop.lock:
+                    stop.budget = True
+                return False
+            return True
 
         def evaluate(question: Question) -> EvalRecord | None:
             started = time.perf_counter()
             try:
                 decision = program(question=question).decision
+            except FatalServiceError as err:  # no record: the question is not done, and no later one starts
+                stop.set_fatal(err)
+                return None
             except Exception as err:  # recorded as a failed decision; the run goes on
                 decision = crashed_decision(question, spec.program, err)
+            try:
+                score = scorer(question, decision)
+            except FatalServiceError as err:  # the judge backbone refused for good: as above
+                stop.set_fatal(err)
+                return None
             seconds = time.perf_counter() - started
             record = EvalRecord(
                 question_id=question.id,
                 index=order[question.id],
                 program=spec.program,
                 decision=decision,
-                score=scorer(question, decision),
+                score=score,
                 seconds=round(seconds, 3),
                 finished=datetime.now(UTC).isoformat(timespec="seconds"),
+                degraded_stages=degraded_stages(decision),
+                cost_usd=prices.decision_usd(decision),
             )
             try:
                 store.append(record)
@@ -241,7 +353,7 @@ def run_evaluation(
             return record
 
         progress = Progress(
-            TextColumn(f"{spec.program} on {spec.benchmark}"),
+            TextColumn(escape(f"{spec.program} on {spec.benchmark}")),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"),
@@ -250,31 +362,52 @@ def run_evaluation(
             console=console,
             disable=not show_progress,
         )
+        started_count = 0
         with progress:
             task = progress.add_task(
                 "eval", total=len(manifest.question_ids), completed=len(done), status=running.describe()
             )
+
+            def tick() -> None:
+                progress.update(task, advance=1, status=running.describe())
+
             if num_threads <= 1:
                 for question in todo:
+                    if not may_start():
+                        break
+                    started_count += 1
                     evaluate(question)
-                    progress.update(task, advance=1, status=running.describe())
+                    tick()
             else:
-                _evaluate_threaded(
-                    todo, evaluate, num_threads, lambda: progress.update(task, advance=1, status=running.describe())
-                )
+                started_count = _evaluate_threaded(todo, evaluate, num_threads, tick, may_start)
+    if stop.fatal is not None:
+        raise stop.fatal
+    if stop.budget and max_cost is not None:
+        raise BudgetReached(running.spent_so_far(), max_cost, len(todo) - started_count)
     return sorted(read_records(spec.run_dir), key=lambda record: record.index)
 
 
 def _evaluate_threaded(
-    todo: Sequence[Question], evaluate: Callable[[Question], EvalRecord | None], threads: int, tick: Callable[[], None]
-) -> None:
+    todo: Sequence[Question],
+    evaluate: Callable[[Question], EvalRecord | None],
+    threads: int,
+    tick: Callable[[], None],
+    may_start: Callable[[], bool],
+) -> int:
+    """Keep `threads` questions in flight while `may_start()` allows; return how many were started. Once it refuses,
+    the questions in flight finish and nothing else starts."""
     pending: set[Future[EvalRecord | None]] = set()
     queue = list(reversed(todo))
+    started = 0
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clearmed-eval") as pool:
         while queue or pending:
-            while queue and len(pending) < threads:
+            while queue and len(pending) < threads and may_start():
                 pending.add(pool.submit(evaluate, queue.pop()))
+                started += 1
+            if not pending:
+                break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 future.result()
                 tick()
+    return started

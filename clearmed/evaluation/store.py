@@ -8,7 +8,9 @@ Reading skips any line that is not a valid record, whether torn (a kill landed m
 damaged (anywhere else), with one warning naming the file and the line (`UnreadableResultWarning`) and a count
 (`scan_results`): one bad line never stops a run from being read, and its question counts as not done. A resume
 moves such lines to results.unreadable.jsonl (`set_aside_unreadable`: a torn tail must go before the next append,
-and a damaged line goes the same way) and redoes their questions. Two processes can never write one folder: the
+and a damaged line goes the same way) and redoes their questions. A resume likewise moves degraded records (a stage
+failed after its retries: `EvalRecord.degraded_stages`) to results.degraded.jsonl and redoes those questions
+(`set_aside_degraded`), so results.jsonl keeps one line per question. Two processes can never write one folder: the
 second is refused while the first holds the lock.
 """
 
@@ -31,6 +33,7 @@ from clearmed.signatures.records import Decision
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 UNREADABLE = "results.unreadable.jsonl"  # lines set aside on resume: not valid records, kept for inspection
+DEGRADED = "results.degraded.jsonl"  # degraded records set aside on resume, their questions redone (and paid for)
 LOCK = ".lock"
 
 
@@ -66,7 +69,11 @@ class RunManifest(BaseModel):
 
 
 class EvalRecord(BaseModel):
-    """One evaluated question: the decision with its whole trail, its score and its wall time."""
+    """One evaluated question: the decision with its whole trail, its score, its wall time and what it cost.
+
+    `degraded_stages` names the stages that failed after their retries (clearmed.evaluation.degraded): a degraded
+    question is reported apart from clean answers and redone on resume. `cost_usd` is the LM dollars of its calls at
+    the backbones' prices when it finished (None: a price was unknown)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -77,6 +84,12 @@ class EvalRecord(BaseModel):
     score: QuestionScore | None = None
     seconds: float = Field(ge=0)
     finished: str
+    degraded_stages: list[str] = Field(default_factory=list)
+    cost_usd: float | None = Field(default=None, ge=0)
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.degraded_stages)
 
 
 class RunStore:
@@ -150,16 +163,34 @@ class RunStore:
 
         A torn last line is one such line: left in place, the next append would continue it. The lines are kept,
         never dropped; the results file is replaced in one rename, so a kill leaves either file whole."""
+        self._check_open()
+        scan = _scan(self.results_path)
+        if scan.skipped:
+            self._move_lines({line.number: line.raw for line in scan.skipped}, UNREADABLE)
+        return scan
+
+    def set_aside_degraded(self) -> list[EvalRecord]:
+        """Move every degraded record out of results.jsonl into results.degraded.jsonl and return them: their
+        questions count as not done, so the run redoes them. Call after `set_aside_unreadable` (every line valid)."""
+        self._check_open()
+        numbered = _numbered_records(self.results_path)
+        degraded = {number: record for number, record in numbered if record.degraded}
+        if degraded:
+            lines = self.results_path.read_bytes().split(b"\n")
+            self._move_lines({number: lines[number - 1] for number in degraded}, DEGRADED)
+        return list(degraded.values())
+
+    def _check_open(self) -> None:
         if self._lock_handle is None:
             raise RunStoreError(f"{self.directory}: open the run store (with RunStore(...)) before repairing it")
-        scan = _scan(self.results_path)
-        if not scan.skipped:
-            return scan
-        moved = {line.number for line in scan.skipped}
+
+    def _move_lines(self, moved: dict[int, bytes], aside_name: str) -> None:
+        """Append these lines (by 1-based number) to `aside_name` and drop them from results.jsonl. The lines are kept,
+        never dropped; the results file is replaced in one rename, so a kill leaves either file whole."""
         lines = self.results_path.read_bytes().split(b"\n")
         kept = b"".join(raw + b"\n" for number, raw in enumerate(lines, start=1) if raw.strip() and number not in moved)
-        with (self.directory / UNREADABLE).open("ab") as aside:
-            aside.write(b"".join(line.raw + b"\n" for line in scan.skipped))
+        with (self.directory / aside_name).open("ab") as aside:
+            aside.write(b"".join(raw + b"\n" for _, raw in sorted(moved.items())))
             aside.flush()
             os.fsync(aside.fileno())
         temporary = self.results_path.with_suffix(".jsonl.tmp")
@@ -168,7 +199,6 @@ class RunStore:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.results_path)
-        return scan
 
     def append(self, record: EvalRecord) -> None:
         """Append one record as one fsynced line; `UnwritableRecordError` (nothing written) if it would not load."""
@@ -234,21 +264,30 @@ class ResultsScan:
 
 def _scan(path: Path) -> ResultsScan:
     """The one reading of results.jsonl: valid records kept, every other line skipped, torn or damaged alike."""
+    numbered, skipped = _read_lines(path)
+    return ResultsScan([record for _, record in numbered], skipped)
+
+
+def _numbered_records(path: Path) -> list[tuple[int, EvalRecord]]:
+    return _read_lines(path)[0]
+
+
+def _read_lines(path: Path) -> tuple[list[tuple[int, EvalRecord]], list[SkippedLine]]:
     if not path.exists():
-        return ResultsScan([], [])
+        return [], []
     lines = path.read_bytes().split(b"\n")
     last = len(lines) - 1  # the piece after the final newline: empty unless a write was cut short
-    records: list[EvalRecord] = []
+    records: list[tuple[int, EvalRecord]] = []
     skipped: list[SkippedLine] = []
     for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            records.append(EvalRecord.model_validate(json.loads(raw)))
+            records.append((index + 1, EvalRecord.model_validate(json.loads(raw))))
         except (ValueError, ValidationError) as err:  # JSON errors are ValueErrors too
             reason = _first_error(err) if isinstance(err, ValidationError) else str(err).splitlines()[0]
             skipped.append(SkippedLine(path=path, number=index + 1, torn=index == last, reason=reason, raw=raw))
-    return ResultsScan(records, skipped)
+    return records, skipped
 
 
 def scan_results(directory: Path) -> ResultsScan:
@@ -262,3 +301,8 @@ def scan_results(directory: Path) -> ResultsScan:
 def read_records(directory: Path) -> Iterator[EvalRecord]:
     """Every valid record of a run folder; a line that is not one is skipped with a warning (`scan_results`)."""
     yield from scan_results(directory).records
+
+
+def read_set_aside_degraded(directory: Path) -> list[EvalRecord]:
+    """The degraded records a resume set aside (their calls were paid for; their questions were redone)."""
+    return [record for _, record in _numbered_records(directory / DEGRADED)]

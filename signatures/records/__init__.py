@@ -10,15 +10,14 @@ the adjudication layer without re-running the pathways.
 from clearmed.signatures.records.adjudication import (
     AdjudicationStep,
     AuditAssessment,
+    Contest,
     Decision,
     DecisionStatus,
     GuardAssessment,
-    Mechanism,
     Thresholds,
+    VerifierInputs,
 )
 from clearmed.signatures.records.base import (
-    CONFIDENCE_RANK,
-    DOMAIN_TIER_NAMES,
     PATHWAYS,
     QUALITY_RANK,
     AnswerMode,
@@ -39,6 +38,7 @@ from clearmed.signatures.records.candidates import (
     FollowUpRound,
     OptionScores,
     VerifierOutput,
+    top_options,
 )
 from clearmed.signatures.records.evidence import Passage, Provenance, QualityAssessment, SourceQuality
 from clearmed.signatures.records.judgment import (
@@ -57,6 +57,7 @@ from clearmed.signatures.records.question import Answer, ChatTurn, Question, Rub
 from clearmed.signatures.records.routes import (
     NEEDS_MORE_SEARCH,
     ROUTE_TABLE,
+    Mechanism,
     Route,
     RouteSpec,
     RuleId,

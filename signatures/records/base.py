@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,12 +13,10 @@ QualityLabel = Literal["high", "medium", "low"]
 # Who labelled the dynamic evidence: the LLM, the domain/content priors standing in, or nobody (all low).
 QualityOrigin = Literal["llm", "prior", "none"]
 Confidence = Literal["high", "medium", "low"]
-# Quality labels and verifier confidences are ordered: gates compare them by rank.
+# Quality labels are ordered: passage filters and label ceilings compare them by rank.
 QUALITY_RANK: dict[QualityLabel, int] = {"low": 0, "medium": 1, "high": 2}
-CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
 # The authority tiers of web domains (retrieval.quality assigns them; thresholds and priors weight them).
 DomainTier = Literal["government", "literature", "academic", "media", "low", "unknown"]
-DOMAIN_TIER_NAMES: tuple[DomainTier, ...] = get_args(DomainTier)
 # What a reader does with a malformed row of a benchmark or corpus file: stop, or skip it and count it.
 OnError = Literal["raise", "skip"]
 MetadataValue = str | int | float | bool | None | list[str]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, FiniteFloat
@@ -30,6 +31,11 @@ class OptionScores(Record):
     per_option: bool = False
 
 
+def top_options(probs: Mapping[str, float], n: int = 3) -> str:
+    """The most probable options and their probabilities, e.g. "C 0.94, A 0.02, B 0.02" (a scored rationale)."""
+    return ", ".join(f"{option} {p:.2f}" for option, p in sorted(probs.items(), key=lambda kv: -kv[1])[:n])
+
+
 class Candidate(Record):
     """A pathway's answer, with the evidence it saw and the provenance of both.
 
@@ -51,10 +57,6 @@ class Candidate(Record):
     search_plan: SearchPlan | None = None
     # Set when the answer was scored rather than generated (`[program] mcq_decoding = "score"`).
     option_scores: OptionScores | None = None
-    # A generated answer's stated confidence (`[program] stated_confidence`): what the model wrote, and the
-    # probability read from it (None when it wrote no number from 0 to 1, or 0 to 100 percent).
-    stated_confidence_raw: str | None = None
-    stated_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     # How the web query was made when the question itself was too long or not wanted: "lm" (the query writer)
     # or "salient" (key terms), and the question's length when it was replaced or cut.
     query_source: Literal["question", "lm", "salient"] = "question"
@@ -62,9 +64,6 @@ class Candidate(Record):
     # A written query longer than the backend accepts (max_query_chars) is cut at a word boundary before it is
     # sent, never sent to fail: its length before the cut.
     query_cut_chars: int | None = None
-    # The candidate as its pathway scored it, when adjudication corrected its distribution for the backbone's letter
-    # prior ([thresholds] letter_prior_strength): replay starts from it. None when no correction was applied.
-    uncorrected: Candidate | None = None
 
 
 class FollowUpRound(Record):
@@ -77,16 +76,14 @@ class FollowUpRound(Record):
     passages: list[Passage] = Field(default_factory=list)
     source_quality: SourceQuality = Field(default_factory=SourceQuality)
     error: StepError | None = None
-    # The calibrated verifier's needs_more_search round only: the dynamic pathway's option distribution re-scored
-    # on the initial web passages plus this round's (`rescored`), and the dynamic candidate that re-scoring
-    # replaced in the bundle (`replaced`, set when the round is merged), kept so that replay can start from the
-    # bundle as the pathways left it. None on every other round, and in records written before re-scoring.
-    rescored: OptionScores | None = None
-    replaced: Candidate | None = None
 
 
 class EvidenceBundle(Record):
-    """B in the paper: the question, the three candidates, the evidence, its quality and any follow-ups."""
+    """B in the paper: the question, the three candidates, the evidence, its quality and any follow-ups.
+
+    `candidates` are as the pathways left them, and stay so: a follow-up round is added beside them, never merged
+    into them.
+    """
 
     question: Question
     candidates: list[Candidate]
@@ -100,6 +97,10 @@ class EvidenceBundle(Record):
             if candidate.pathway == pathway:
                 return candidate
         return Candidate(pathway=pathway, error=StepError(stage=pathway, kind="internal_error", message="absent"))
+
+    def initial(self) -> EvidenceBundle:
+        """The bundle as the pathways left it: no follow-up round."""
+        return self.model_copy(update={"followups": []}) if self.followups else self
 
     def all_dynamic_passages(self) -> list[Passage]:
         merged = list(self.dynamic_passages)
@@ -129,8 +130,8 @@ class Agreement(Record):
 
 
 # Why the calibrated verifier could not decide a question, so the deterministic verifier did: several answers
-# allowed or free text (it pools single-answer distributions only), or nothing to pool (every pathway generated its
-# letter, a backbone without log-probabilities, and calibrated_generated_probability is 0).
+# allowed or free text (it pools single-answer distributions only), or nothing to pool (no pathway scored its
+# options: a backbone without log-probabilities, or scoring passes that failed).
 CalibratedFallback = Literal["several_answers", "free_text", "nothing_to_pool"]
 
 

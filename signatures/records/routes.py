@@ -5,17 +5,19 @@ pathway its answer comes from (`answer_for_route`), how the terminal shows it, a
 the challenge audit may follow it. The prompt's route list, the rules, the renderer and replay all read it, so a
 route added here is a route everywhere.
 
-`RuleId` is the complete registry of the rules that can decide a step or a Decision.
+`Route` names the routes as a `Literal`, so type checkers refuse any other string where a route is meant; the
+table has one entry per name (tests/signatures/test_route_table.py checks both ways). `RuleId` is the complete
+registry of the rules that can decide a step or a Decision, and `Mechanism` of what can take a step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
-
-from pydantic import AfterValidator
+from typing import Final, Literal
 
 from clearmed.signatures.records.base import PathwayName
+
+Route = Literal["consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search"]
 
 # Where a route's answer comes from: one pathway's candidate, the answer two pathways share, or none yet.
 AnswerSource = PathwayName | Literal["agreement", "none"]
@@ -30,7 +32,7 @@ class RouteSpec:
     audit: bool  # the challenge audit may follow (when the dynamic answer challenges a consensus)
 
 
-ROUTE_TABLE: dict[str, RouteSpec] = {
+ROUTE_TABLE: dict[Route, RouteSpec] = {
     "consensus": RouteSpec(
         "at least two pathways agree and the evidence shows no material contradiction",
         answer_from="agreement",
@@ -69,24 +71,14 @@ ROUTE_TABLE: dict[str, RouteSpec] = {
 }
 
 # The route that asks for a follow-up search before deciding: the adjudication loop keys on it.
-NEEDS_MORE_SEARCH = "needs_more_search"
+NEEDS_MORE_SEARCH: Final[Route] = "needs_more_search"
 
 
-def _known_route(value: str) -> str:
-    if value not in ROUTE_TABLE:
-        raise ValueError(f"unknown route {value!r}; routes are {', '.join(ROUTE_TABLE)}")
-    return value
-
-
-# A route name, checked against the table when a record is built or loaded.
-Route = Annotated[str, AfterValidator(_known_route)]
-
-
-def route_spec(route: str) -> RouteSpec:
+def route_spec(route: Route) -> RouteSpec:
     return ROUTE_TABLE[route]
 
 
-def route_for(source: AnswerSource) -> str:
+def route_for(source: AnswerSource) -> Route:
     """The route whose answer comes from `source`: a pathway's route (keep or accept it), or the consensus."""
     return next(name for name, spec in ROUTE_TABLE.items() if spec.answer_from == source)
 
@@ -110,10 +102,7 @@ RuleId = Literal[
     "heuristic_nothing_answered",
     "followup_bound_reached",
     "route_not_backed",
-    # the pathways' distributions corrected for the backbone's letter prior (a step, never the deciding rule)
-    "letter_prior_corrected",
     # the override guard
-    "guard_rejected_low_confidence",
     "guard_rejected_few_high_quality",
     "guard_rejected_conditions",
     "guard_rejected_no_followup_evidence",
@@ -121,7 +110,6 @@ RuleId = Literal[
     "guard_rejected_option_not_supported",
     "guard_granted",
     # the challenge audit
-    "audit_skipped_confident_consensus",
     "audit_rejected_evidence_counts",
     "audit_rejected_not_clearly_supported",
     "audit_assessment_failed",
@@ -133,4 +121,17 @@ RuleId = Literal[
     "input_over_budget",
     "single_pathway",
     "crashed",
+]
+
+# What takes a step of a Decision's trail.
+Mechanism = Literal[
+    "pathways",
+    "agreement",
+    "verifier",
+    "guard",
+    "audit",
+    "followup",
+    "format_gate",
+    "response",
+    "fallback",
 ]

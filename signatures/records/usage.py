@@ -21,12 +21,18 @@ ErrorKind = Literal[
 
 
 class StepError(Record):
-    """A failure recorded in the trail instead of raised: which stage, what kind, and the message."""
+    """A failure recorded in the trail instead of raised: which stage, what kind, and the message.
+
+    `transient` marks a failure a later attempt may not meet (a rate limit, timeout, server or connection error, or a
+    prompt over the context window, each still failing after its retries): the question is then degraded, reported
+    apart from clean answers and redone on resume. An unparseable output or an empty search is not transient.
+    """
 
     stage: str
     kind: ErrorKind
     message: str
     raw_output: str | None = None
+    transient: bool = False
 
     # Provider errors sometimes quote the credentials they were sent; recorded errors end up in run folders.
     @field_validator("message", "raw_output")
@@ -36,7 +42,10 @@ class StepError(Record):
 
 
 class CallUsage(Record):
-    """One LM or search call: what it cost. Cache hits cost no tokens but are still listed."""
+    """One LM or search call: what it cost. Cache hits cost no tokens but are still listed.
+
+    `retries` are the attempts the client repeated (rate limits, server errors); `credits` what a metered search
+    service billed (Tavily: 1 per basic search, 2 per advanced; 0 for a cache hit)."""
 
     stage: str
     role: str = "main"
@@ -47,3 +56,5 @@ class CallUsage(Record):
     seconds: float = 0.0
     cached: bool = False
     failed: bool = False
+    retries: int = 0
+    credits: float = 0.0

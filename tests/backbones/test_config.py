@@ -218,3 +218,118 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> Non
     assert cfg.model_path == str(tmp_path / "models" / "x.gguf")
     assert cfg.model_cache_dir == "~/cache"  # home-relative stays as written (expanded at use)
     assert parse_backbone(table).model_path == "models/x.gguf"  # no base: as written
+
+
+# ------------------------------------------------------------------ provider options
+
+
+def test_provider_options_parse() -> None:
+    cfg = parse(
+        'kind = "openai_compatible"\nmodel = "Qwen/Qwen3.5-9B"\napi_base = "http://127.0.0.1:8000/v1"\n'
+        'reasoning = true\nreasoning_effort = "low"\ncontext_window = 32768\n'
+        "extra = {chat_template_kwargs = {enable_thinking = false}, top_k = 20}\n"
+        "price = {input = 0.05, output = 0.2}"
+    )
+    assert cfg.reasoning is True
+    assert cfg.reasoning_effort == "low"
+    assert cfg.context_window == 32768
+    assert cfg.extra == {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20}
+    assert (cfg.price.input, cfg.price.output) == (0.05, 0.2) if cfg.price else False
+    plain = parse('kind = "hosted"\nmodel = "openai/gpt-4.1"\napi_key_env = "OPENAI_API_KEY"')
+    assert (plain.reasoning, plain.reasoning_effort, plain.extra, plain.context_window, plain.price) == (
+        False,
+        None,
+        {},
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ({"extra": {"temperature": 0.2}}, "backbones.main.extra.temperature: set temperature in this table instead"),
+        (
+            {"extra": {"max_completion_tokens": 9}},
+            "backbones.main.extra.max_completion_tokens: set max_tokens in this table",
+        ),
+        (
+            {"extra": {"api_key": "sk-live-0123456789"}},
+            "backbones.main.extra.api_key: credentials do not belong in the file",
+        ),
+        (
+            {"extra": {"extra_headers": {"Authorization": "Bearer x"}}},
+            "backbones.main.extra.extra_headers: credentials",
+        ),
+        ({"extra": {"engine": "litellm"}}, "backbones.main.extra.engine: not a provider option"),
+        (
+            {"extra": {"extra_body": {"auth": {"Token": "sk-live-0123456789"}}}},
+            "backbones.main.extra.extra_body.auth.Token: credentials",
+        ),
+        ({"reasoning_effort": "extreme"}, "backbones.main.reasoning_effort: Input should be 'minimal', 'low'"),
+        ({"context_window": 100}, "backbones.main.context_window: Input should be greater than or equal to 512"),
+        ({"price": {"input": -1.0}}, "backbones.main.price.input: Input should be greater than or equal to 0"),
+        ({"price": {"per_call": 1.0}}, "backbones.main.price.per_call: unknown key"),
+        ({"reasoning": True, "max_tokens": 1024}, "backbones.main.max_tokens: a reasoning backbone needs >= 2048"),
+    ],
+)
+def test_provider_option_rules(table: dict[str, Any], expected: str) -> None:
+    base = {"kind": "openai_compatible", "model": "q", "api_base": "http://127.0.0.1:8000/v1"}
+    message = error_of({**base, **table})
+    assert message.startswith(f"{SOURCE}: {expected}")
+    assert "sk-live" not in message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("extra", {"top_k": 20}), ("reasoning_effort", "low"), ("context_window", 4096), ("price", {"input": 1.0})],
+)
+def test_provider_options_are_not_for_the_embedded_engine(field: str, value: object) -> None:
+    assert f"backbones.main.{field}: " in error_of({"kind": "embedded", "model": "m", field: value})
+    assert parse_backbone({"kind": "embedded", "model": "m", "reasoning": True}).thinks  # a local Qwen3 GGUF
+
+
+@pytest.mark.parametrize(
+    ("table", "budget", "floor"),
+    [
+        ({"kind": "openai_compatible", "model": "q", "api_base": "http://x/v1"}, None, None),
+        ({"kind": "openai_compatible", "model": "q", "api_base": "http://x/v1", "max_tokens": 512}, 512, None),
+        ({"kind": "openai_compatible", "model": "q", "api_base": "http://x/v1", "reasoning": True}, 8192, 8192),
+        (
+            {
+                "kind": "openai_compatible",
+                "model": "q",
+                "api_base": "http://x/v1",
+                "reasoning": True,
+                "max_tokens": 12000,
+            },
+            12000,
+            12000,
+        ),
+        ({"kind": "hosted", "model": "openai/o3-mini", "api_key_env": "K"}, None, 16000),
+        ({"kind": "hosted", "model": "openai/o3-mini", "api_key_env": "K", "max_tokens": 25000}, 25000, 25000),
+        ({"kind": "hosted", "model": "openai/gpt-4.1", "api_key_env": "K"}, None, None),
+    ],
+)
+def test_output_budgets_leave_room_to_think(table: dict[str, Any], budget: int | None, floor: int | None) -> None:
+    cfg = parse_backbone(table)
+    assert (cfg.output_budget, cfg.min_output_tokens) == (budget, floor)
+
+
+def test_the_shipped_remote_configs_carry_their_run_and_provider_settings() -> None:
+    from clearmed.config import load_config
+
+    o3 = load_config("o3-mini")
+    assert o3.run.num_threads == 8
+    assert o3.backbones["main"].reasoning_effort == "medium"
+    assert o3.backbones["main"].thinks
+    vllm = load_config("qwen3.5-9b-vllm")
+    main = vllm.backbones["main"]
+    assert main.reasoning
+    assert main.output_budget == 8192
+    assert main.extra == {"chat_template_kwargs": {"enable_thinking": True}}
+    assert main.context_window == 32768
+    assert vllm.run.num_threads == 8
+    dual = load_config("dual-model")
+    assert dual.backbones["main"] == main
+    assert dual.backbones["assessor"].reasoning_effort == "medium"

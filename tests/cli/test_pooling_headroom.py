@@ -1,4 +1,4 @@
-"""scripts/pooling_headroom.py: CLEAR's reading of the pool, and the questions it counts."""
+"""docs/experiments/pooling_headroom.py: CLEAR's reading of the pool, and the questions it counts."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def features(probs: list[list[list[float]]], gold: list[int]) -> PoolFeatures:
 
 
 def test_the_clear_rule_only_chooses_among_the_pathways_answers(script_module: Callable[[str], ModuleType]) -> None:
-    script = script_module("pooling_headroom")
+    script = script_module("docs/experiments/pooling_headroom.py")
     # parametric prefers A, local and dynamic B; all three rate C second, so an even pool prefers C, which no
     # pathway chose: CLEAR's rule answers among A and B
     x = features([[[0.4, 0.05, 0.05], [0.1, 0.5, 0.5], [0.35, 0.45, 0.45], [0.15, 0.0001, 0.0001]]], [2])
@@ -31,7 +31,7 @@ def test_the_clear_rule_only_chooses_among_the_pathways_answers(script_module: C
 
 
 def test_only_questions_every_pathway_scored_are_counted(script_module: Callable[[str], ModuleType]) -> None:
-    script = script_module("pooling_headroom")
+    script = script_module("docs/experiments/pooling_headroom.py")
     x = features([[[0.7, 0.25, 0.25]] + [[0.1, 0.25, 0.25]] * 3] * 2, [0, 1])
     x.logs[1, :, 2] = 0.0  # the second question's dynamic pathway was left out of the pool
     kept = script.all_three_scored(x)

@@ -20,7 +20,7 @@ from clearmed.signatures.records import Decision, Provenance, Thresholds
 from clearmed.synthetic_run import write_synthetic_run
 
 # A variant that is stricter about overriding: on the 16 synthetic questions it gains one and loses two.
-STRICT = Thresholds(guard_min_high=2, audit_min_high=2, accept_dynamic_min_confidence="high")
+STRICT = Thresholds(guard_min_high=3, audit_min_high=2)
 SCRIPT = "<script>document.body.setAttribute('data-pwned', 'script')</script>"
 IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned', 'img')\">"
 HOSTILE_TEXT = f"Weight gain and cold intolerance. {SCRIPT} {IMG} </div></main><a href='javascript:alert(1)'>click</a>"

@@ -198,9 +198,9 @@ def test_a_different_run_in_the_same_folder_is_refused(tmp_path: Path) -> None:
 def test_a_run_recorded_before_a_setting_existed_resumes_while_that_setting_is_at_its_default(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=2)
-    # what an older clearmed wrote: the snapshot and digest of a schema without `stated_confidence`
+    # what an older clearmed wrote: the snapshot and digest of a schema without `format_gate_lm`
     snapshot = json.loads((run_dir / "config.json").read_text())
-    del snapshot["program"]["stated_confidence"]
+    del snapshot["program"]["format_gate_lm"]
     (run_dir / "config.json").write_text(json.dumps(snapshot))
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["config_digest"] = "0123456789abcdef"
@@ -208,7 +208,7 @@ def test_a_run_recorded_before_a_setting_existed_resumes_while_that_setting_is_a
     records = run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)
     assert len(records) == 6
     # a setting that does differ is still a different run
-    changed = CONFIG.model_copy(update={"program": CONFIG.program.model_copy(update={"stated_confidence": True})})
+    changed = CONFIG.model_copy(update={"program": CONFIG.program.model_copy(update={"format_gate_lm": False})})
     with pytest.raises(RunStoreError, match="different run"):
         run_evaluation(spec(run_dir), changed, program(), show_progress=False)
 
@@ -291,7 +291,7 @@ def test_compare_refuses_runs_without_shared_questions(tmp_path: Path) -> None:
 
 
 def test_the_summary_counts_calibrated_fallbacks(tmp_path: Path) -> None:
-    from clearmed.programs._calibrated import CalibratedFallbackWarning
+    from clearmed.programs.adjudication.calibrated import CalibratedFallbackWarning
     from clearmed.testing import SCORED_CALIBRATED
 
     script = {**pathway_replies("A", "A", "A"), "source_quality": label_all("high")}
@@ -322,3 +322,23 @@ def test_the_summary_counts_calibrated_fallbacks(tmp_path: Path) -> None:
     plain = summarize(run_evaluation(spec(tmp_path / "lm"), CONFIG, program(), show_progress=False), manifest)
     assert plain.calibrated_questions == 0
     assert "Calibrated verifier" not in details_markdown([plain])
+
+
+@pytest.mark.parametrize(("value", "resumes"), [(False, True), (True, False)])
+def test_a_run_recorded_with_a_since_removed_setting_resumes_only_if_it_was_off(
+    tmp_path: Path, value: bool, resumes: bool
+) -> None:
+    # Issue 26 removed `[program] stated_confidence`; a folder written before it carries the key.
+    run_dir = tmp_path / "run"
+    run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=2)
+    snapshot = json.loads((run_dir / "config.json").read_text())
+    snapshot["program"]["stated_confidence"] = value
+    (run_dir / "config.json").write_text(json.dumps(snapshot))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["config_digest"] = "0123456789abcdef"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    if resumes:
+        assert len(run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)) == 6
+    else:
+        with pytest.raises(RunStoreError, match="different run"):
+            run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)

@@ -48,7 +48,7 @@ SCRIPT = {
 QUESTIONS = [
     QUESTION.model_copy(update={"id": f"q{i}", "gold_letters": ["B" if i % 3 == 0 else "A"]}) for i in range(8)
 ]
-THRESHOLDS = Thresholds(audit_min_medium=1, audit_skip_confidence="high")
+THRESHOLDS = Thresholds(audit_min_medium=1, unanimity_fast_path=True)  # the pathways are never unanimous here
 
 
 def toy(thresholds: Thresholds | None = THRESHOLDS) -> tuple[CLEAR, dspy.LM, EchoEngine]:

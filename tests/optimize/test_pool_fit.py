@@ -10,10 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from clearmed.errors import UsageError
 from clearmed.optimize.pool_fit import fit_pool_weights, pool_features, weights_by_likelihood
 from clearmed.optimize.tuning import fitted_base, parse_params
-from clearmed.signatures.records import Answer, Decision, OptionScores, Thresholds
+from clearmed.signatures.records import Answer, Decision, OptionScores
 from clearmed.testing import QUESTION, SCORED_CALIBRATED, build_toy_program, label_all
 
 LETTERS = ["A", "B", "C", "D"]
@@ -74,11 +73,11 @@ def synthetic(n: int, *, local_signal: float, seed: int = 0) -> list[Decision]:
 
 
 def test_a_pathway_with_only_a_letter_prior_gets_no_weight_and_an_informative_one_does() -> None:
-    flat = weights_by_likelihood(synthetic(400, local_signal=0.0), Thresholds()).weights
+    flat = weights_by_likelihood(synthetic(400, local_signal=0.0)).weights
     assert flat["calibrated_parametric_weight"] > 0.5
     assert flat["calibrated_local_weight"] < 0.1
     assert flat["calibrated_dynamic_weight"] < 0.1
-    informed = weights_by_likelihood(synthetic(400, local_signal=1.0), Thresholds())
+    informed = weights_by_likelihood(synthetic(400, local_signal=1.0))
     assert informed.weights["calibrated_local_weight"] > 0.25
     assert informed.weights["calibrated_dynamic_weight"] < 0.1
     assert informed.questions == 400
@@ -88,7 +87,7 @@ def test_a_pathway_with_only_a_letter_prior_gets_no_weight_and_an_informative_on
 def test_unconstrained_weights_may_go_negative_and_the_default_may_not() -> None:
     # The dynamic pathway here prefers A, and gold is rarely A: against the gold, so negative when allowed.
     decisions = [d for d in synthetic(600, local_signal=0.0) if d.bundle.question.gold_letters != ["A"]]
-    features = pool_features(decisions, Thresholds())
+    features = pool_features(decisions)
     assert fit_pool_weights(features, non_negative=False)[2] < -0.05
     assert fit_pool_weights(features)[2] == 0.0
 
@@ -100,20 +99,9 @@ def test_features_are_the_pathways_as_scored_and_a_left_out_pathway_contributes_
         "dynamic": _softmax(np.zeros(4)),
     }
     scored = decision("q1", "A", probs)
-    # a letter-prior correction recorded on the local candidate: the fit reads the candidate as it scored
-    local = scored.bundle.candidate("local")
-    corrected = local.model_copy(
-        update={
-            "option_scores": OptionScores(probs=_softmax(np.array([0, 3.0, 0, 0])), letters=("B",)),
-            "uncorrected": local,
-        }
-    )
-    # the dynamic pathway generated its letter: left out of the pool at calibrated_generated_probability 0
+    # the dynamic pathway generated its letter: left out of the pool
     generated = scored.bundle.candidate("dynamic").model_copy(update={"option_scores": None})
-    candidates = [
-        corrected if c.pathway == "local" else generated if c.pathway == "dynamic" else c
-        for c in scored.bundle.candidates
-    ]
+    candidates = [generated if c.pathway == "dynamic" else c for c in scored.bundle.candidates]
     record = scored.model_copy(update={"bundle": scored.bundle.model_copy(update={"candidates": candidates})})
     no_gold = scored.model_copy(
         update={
@@ -122,18 +110,13 @@ def test_features_are_the_pathways_as_scored_and_a_left_out_pathway_contributes_
             )
         }
     )
-    features = pool_features([record, no_gold], Thresholds())
+    features = pool_features([record, no_gold])
     assert features.question_ids == ["q1"]
-    assert np.allclose(features.logs[0, :, 1], np.log(0.25))  # local as scored, not as corrected
+    assert np.allclose(features.logs[0, :, 1], np.log(0.25))  # local as scored
     assert np.allclose(features.logs[0, :, 2:], 0.0)  # dynamic left out, and its quality term with it
-    # with a generated letter worth 0.7, the dynamic pathway joins the pool (A: 0.7, others 0.1), at the share of
-    # high-rated pages (the toy labels every result high)
-    joined = pool_features([record], Thresholds(calibrated_generated_probability=0.7))
-    assert np.allclose(np.exp(joined.logs[0, :, 2]), [0.7, 0.1, 0.1, 0.1])
-    assert np.allclose(joined.logs[0, :, 3], joined.logs[0, :, 2])
 
 
-def test_tune_fits_the_weights_on_train_records_only_and_refuses_searching_them_too() -> None:
+def test_tune_fits_the_weights_on_train_records_only() -> None:
     train = synthetic(200, local_signal=1.0)
     held_out = synthetic(200, local_signal=0.0, seed=1)  # a local pathway without signal: it must not count
     items = [SimpleNamespace(question_id=f"t-{d.question_id}", static=False, decision=d) for d in train]
@@ -142,9 +125,7 @@ def test_tune_fits_the_weights_on_train_records_only_and_refuses_searching_them_
     assert base.pool_fit is not None
     assert base.pool_fit.questions == 200
     assert base.thresholds.calibrated_local_weight == base.pool_fit.weights["calibrated_local_weight"] > 0.25
-    assert "calibrated_fit" not in parse_params(None)  # opt-in: the default search is unchanged
-    with pytest.raises(UsageError, match="name one of them"):
-        parse_params("calibrated_weights,calibrated_fit")
+    assert parse_params(None) == ["calibrated_fit"]  # the default
 
 
 def test_tune_prints_and_stores_the_fit(

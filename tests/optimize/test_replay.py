@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from clearmed.optimize.replay import ReplayMiss, replay_decision
+from clearmed.optimize.rescore import DecisionCost, ReplayItem, Rescorer
 from clearmed.programs.adjudication import Mechanisms
-from clearmed.signatures.records import Decision, Thresholds
+from clearmed.signatures.records import Answer, Decision, Thresholds
 from clearmed.testing import (
     AUDIT_ALL_TRUE,
     GUARD_ALL_TRUE,
+    QUESTION,
     build_toy_program,
     label_all,
     pathway_replies,
@@ -116,3 +118,87 @@ def test_a_branch_never_taken_is_a_miss() -> None:
     decision = stored(GUARD_RUN, thresholds=Thresholds(guard_min_high=5))  # original: rejected, no follow-up
     with pytest.raises(ReplayMiss, match="guard follow-up search"):
         replay_decision(decision, Thresholds(guard_min_high=1))
+
+
+def test_a_record_without_what_its_steps_judged_is_derived_from_its_trail_and_replays_exactly() -> None:
+    for script in (GUARD_RUN, AUDIT_RUN):
+        decision = stored(script)
+        raw = decision.model_dump(mode="json")
+        for step in raw["steps"]:
+            step.pop("inputs"), step.pop("contest")  # as written before issue 26
+        old = Decision.model_validate(raw)
+        result, actions = replay_decision(old, Thresholds())
+        assert (result.answer, result.rule, actions.misses) == (decision.answer, decision.deciding_rule, [])
+        assert actions.served["guard"] + actions.served["audit"] == 1
+
+
+def test_a_verifier_output_is_reused_only_for_what_it_verified() -> None:
+    decision = stored(AUDIT_RUN)
+    step = next(s for s in decision.steps if s.mechanism == "verifier")
+    assert step.inputs is not None
+    other = step.inputs.model_copy(update={"answers": {**step.inputs.answers, "dynamic": Answer.of_letters("C")}})
+    steps = [s.model_copy(update={"inputs": other}) if s is step else s for s in decision.steps]
+    with pytest.raises(ReplayMiss, match="a verification of these answers"):
+        replay_decision(decision.model_copy(update={"steps": steps}), Thresholds())
+
+
+def test_a_record_made_with_a_removed_setting_loads_and_is_a_miss_that_names_it() -> None:
+    decision = stored(GUARD_RUN)
+    raw = decision.model_dump(mode="json")
+    raw["thresholds"].update(high_requires_prior=0.8, letter_prior_strength=0.0)  # one used, one at its old default
+    old = Decision.model_validate(raw)
+    assert old.removed_settings == ["high_requires_prior"]
+    with pytest.raises(ReplayMiss, match="recorded with high_requires_prior, since removed"):
+        replay_decision(old, Thresholds())
+    item = ReplayItem(
+        run="r", question=QUESTION, decision=old, mechanisms=Mechanisms(), original_correct=True,
+        cost=DecisionCost.of(old),
+    )  # fmt: skip
+    score = Rescorer([item]).score(Thresholds())  # tuning counts it and goes on
+    assert (score.misses, score.correct) == (1, 1)
+
+
+def test_a_letter_prior_corrected_record_loads_with_the_pathways_candidates_back() -> None:
+    decision = stored(GUARD_RUN)
+    raw = decision.model_dump(mode="json")
+    local = raw["bundle"]["candidates"][1]
+    raw["bundle"]["candidates"][1] = {**local, "answer": {"letters": ["C"], "text": None}, "uncorrected": local}
+    raw["steps"].insert(0, {"mechanism": "calibration", "rule": "letter_prior_corrected", "outcome": "x"})
+    old = Decision.model_validate(raw)
+    assert old.bundle.candidates == decision.bundle.candidates
+    assert old.removed_settings == ["letter_prior_strength"]
+    assert all(step.mechanism != "calibration" for step in old.steps)
+
+
+def test_a_confidence_gated_record_loads_without_the_removed_rule_and_is_a_miss() -> None:
+    decision = stored(GUARD_RUN)
+    raw = decision.model_dump(mode="json")
+    raw["thresholds"]["accept_dynamic_min_confidence"] = "high"
+    guard = next(s for s in raw["steps"] if s["mechanism"] == "guard")
+    guard["rule"] = raw["deciding_rule"] = "guard_rejected_low_confidence"
+    old = Decision.model_validate(raw)
+    assert (old.deciding_rule, old.removed_settings) == ("", ["accept_dynamic_min_confidence"])
+    assert all(step.rule != "guard_rejected_low_confidence" for step in old.steps)
+    with pytest.raises(ReplayMiss, match="recorded with accept_dynamic_min_confidence, since removed"):
+        replay_decision(old, Thresholds())
+
+
+def test_a_record_with_a_rescored_round_loads_with_the_pathways_candidates_and_is_a_miss() -> None:
+    # The calibrated verifier's needs_more_search re-scored the dynamic pathway on a follow-up round: the round's
+    # `rescored` distribution (issue 26's first shape) or the replaced original (before it) goes.
+    decision = stored(GUARD_RUN)
+    raw = decision.model_dump(mode="json")
+    raw["thresholds"]["calibrated_more_search_below"] = 0.8
+    scores = {"probs": {"A": 0.1, "B": 0.9}, "letters": ["B"]}
+    raw["bundle"]["followups"][0]["rescored"] = scores
+    old = Decision.model_validate(raw)
+    assert old.bundle == decision.bundle
+    assert old.removed_settings == ["calibrated_more_search_below"]
+    dynamic = raw["bundle"]["candidates"][2]
+    raw["thresholds"].pop("calibrated_more_search_below")
+    raw["bundle"]["followups"][0] = {**raw["bundle"]["followups"][0], "rescored": None, "replaced": dynamic}
+    raw["bundle"]["candidates"][2] = {**dynamic, "answer": {"letters": ["B"], "text": None}}
+    merged = Decision.model_validate(raw)
+    assert (merged.bundle, merged.removed_settings) == (decision.bundle, ["calibrated_more_search_below"])
+    with pytest.raises(ReplayMiss, match="recorded with calibrated_more_search_below, since removed"):
+        replay_decision(merged, Thresholds())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs._calibrated import confidence_label, pool, pooled_route
+from clearmed.programs.adjudication.calibrated import confidence_label, pool, pooled_route
 
 EQUAL = {"parametric": 1.0, "local": 1.0, "dynamic": 1.0}
 
@@ -66,90 +66,13 @@ def test_a_pool_that_chose_no_pathways_answer_falls_to_the_best_rated_answer() -
     assert result.letter == "A"
 
 
-def test_low_pooled_confidence_asks_for_more_search_when_allowed() -> None:
-    answers = {"parametric": ("A",), "local": ("B",)}
-    dists = {"parametric": {"A": 0.55, "B": 0.45}, "local": {"A": 0.45, "B": 0.55}}
-    assert pooled_route(answers, dists, EQUAL, more_search_below=0.6).route == "needs_more_search"
-    assert (
-        pooled_route(answers, dists, EQUAL, more_search_below=0.6, allow_more_search=False).route != "needs_more_search"
-    )
-    assert pooled_route(answers, dists, EQUAL, more_search_below=0.0).route != "needs_more_search"
-
-
 def test_nothing_answered() -> None:
     assert pooled_route({"parametric": None}, {}, EQUAL).route == "needs_more_search"
-    assert pooled_route({"parametric": None}, {}, EQUAL, allow_more_search=False).route == "keep_parametric"
 
 
 @pytest.mark.parametrize(("p", "label"), [(0.95, "high"), (0.8, "high"), (0.6, "medium"), (0.49, "low")])
 def test_confidence_label(p: float, label: str) -> None:
     assert confidence_label(p) == label
-
-
-def test_a_generated_letter_becomes_a_distribution_over_the_options() -> None:
-    from clearmed.programs._calibrated import generated_distribution
-
-    dist = generated_distribution(("B",), ["A", "B", "C", "D"], 0.7)
-    assert dist == pytest.approx({"A": 0.1, "B": 0.7, "C": 0.1, "D": 0.1})
-    assert generated_distribution(("A", "B"), ["A", "B", "C"], 0.7) == {}  # not one letter
-    assert generated_distribution(("E",), ["A", "B", "C"], 0.7) == {}  # not an option
-
-
-def test_pathways_that_generated_enter_the_pool_only_when_a_probability_is_set() -> None:
-    from clearmed.optimize.replay import replay_decision
-    from clearmed.programs import ProgramSettings
-    from clearmed.signatures.records import Thresholds
-    from clearmed.testing import GUARD_ALL_TRUE, QUESTION, build_toy_program, label_all, pathway_replies
-
-    # No scores: the scripted backbone cannot score, so every pathway generates (a hosted model's case).
-    script = {
-        **pathway_replies("A", "A", "C"), "source_quality": label_all("high"), "guard": GUARD_ALL_TRUE,
-        "followup_query": {"query": "thyroid"},
-        "audit": {"rationale": "r", "clearly_supports_challenger": False, "aligned_with_question": True,
-                  "supports_exact_option": True},
-    }  # fmt: skip
-    settings = ProgramSettings(json_fallback=False, parallel_pathways="off", verifier_mode="calibrated")
-    on = Thresholds(calibrated_generated_probability=0.6)
-    program, engine, _ = build_toy_program(script, settings=settings, thresholds=on)
-    decision = program(question=QUESTION).decision
-    verifier = next(step for step in decision.steps if step.mechanism == "verifier")
-    assert verifier.rule == "calibrated"
-    assert verifier.route == "consensus"
-    assert verifier.verifier.pooled["A"] > verifier.verifier.pooled["C"] > verifier.verifier.pooled["B"]
-    assert "verifier" not in engine.stages()
-    # Replay recomputes it at another probability with no LM call (record with one set, tune around it).
-    calls = len(engine.calls)
-    replayed, _ = replay_decision(decision, Thresholds(calibrated_generated_probability=0.9))
-    assert (replayed.verifier_outputs[0].mode, replayed.route) == ("calibrated", "consensus")
-    assert replayed.verifier_outputs[0].pooled["A"] > verifier.verifier.pooled["A"]
-    assert replayed.answer == decision.answer
-    assert len(engine.calls) == calls
-    # Off (the default): nothing to pool, so the deterministic verifier decides, as before.
-    off_program, _, _ = build_toy_program(script, settings=settings)
-    off = off_program(question=QUESTION).decision
-    assert not any(step.mechanism == "verifier" for step in off.steps)
-    assert next(step for step in off.steps if step.mechanism == "fallback").rule.startswith("heuristic")
-
-
-# ------------------------------------------------------------------------------- a generated letter's worth
-
-
-def test_a_generated_letter_never_counts_against_itself_on_a_three_option_question() -> None:
-    from clearmed.programs._calibrated import generated_probability, pool_inputs
-    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, Question, Thresholds
-
-    # PubMedQA's three options; the tuner searches calibrated_generated_probability from 0.25, below 1/3 here.
-    question = Question(id="pq", text="Does it help?", options={"A": "yes", "B": "no", "C": "maybe"})
-    candidate = Candidate(pathway="parametric", answer=Answer(letters=("A",)), raw_answer="A")
-    bundle = EvidenceBundle(question=question, candidates=[candidate])
-    below_chance = Thresholds(calibrated_generated_probability=0.3)
-    assert generated_probability(candidate, 3, below_chance) == pytest.approx(1 / 3)
-    dist = pool_inputs(bundle, below_chance)["parametric"]
-    # Clamped to chance: the letter no longer hands its own pathway's vote to the other options.
-    assert dist == pytest.approx({"A": 1 / 3, "B": 1 / 3, "C": 1 / 3})  # was {A: 0.30, B: 0.35, C: 0.35}
-    # Above chance it stands as set, and 0 still leaves the pathway out of the pool.
-    assert pool_inputs(bundle, Thresholds(calibrated_generated_probability=0.6))["parametric"]["A"] == 0.6
-    assert pool_inputs(bundle, Thresholds()) == {}
 
 
 # ------------------------------------------------------------------------------- falling back, said aloud
@@ -170,7 +93,7 @@ def test_calibrated_mode_warns_once_per_run_and_records_why_it_fell_back() -> No
     import warnings
 
     from clearmed.programs import ProgramSettings
-    from clearmed.programs._calibrated import CalibratedFallbackWarning
+    from clearmed.programs.adjudication.calibrated import CalibratedFallbackWarning
     from clearmed.testing import QUESTION, build_toy_program
 
     # A backbone without log-probabilities: every pathway generates, so nothing enters the pool.
@@ -193,7 +116,7 @@ def test_multi_answer_questions_always_fall_back_and_say_so() -> None:
     import warnings
 
     from clearmed.programs import ProgramSettings
-    from clearmed.programs._calibrated import CalibratedFallbackWarning
+    from clearmed.programs.adjudication.calibrated import CalibratedFallbackWarning
     from clearmed.testing import QUESTION, SCORED_CALIBRATED, build_toy_program
 
     multi = QUESTION.model_copy(update={"answer_mode": "multi", "gold_letters": ["A", "B"]})
@@ -216,8 +139,8 @@ def test_multi_answer_questions_always_fall_back_and_say_so() -> None:
 
 
 def test_a_decided_question_is_no_fallback() -> None:
-    from clearmed.programs._calibrated import calibrated_fallback
-    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, OptionScores, Question, Thresholds
+    from clearmed.programs.adjudication.calibrated import calibrated_fallback
+    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, OptionScores, Question
 
     question = Question(id="q", text="Which?", options={"A": "a", "B": "b"})
     scored = Candidate(
@@ -225,7 +148,7 @@ def test_a_decided_question_is_no_fallback() -> None:
         answer=Answer(letters=("A",)),
         option_scores=OptionScores(probs={"A": 0.7, "B": 0.3}, letters=("A",)),
     )
-    assert calibrated_fallback(EvidenceBundle(question=question, candidates=[scored]), Thresholds()) is None
+    assert calibrated_fallback(EvidenceBundle(question=question, candidates=[scored])) is None
     free = Question(id="f", text="What causes it?", answer_mode="free_text")
     generated = Candidate(pathway="parametric", answer=Answer(text="iodine deficiency"))
-    assert calibrated_fallback(EvidenceBundle(question=free, candidates=[generated]), Thresholds()) == "free_text"
+    assert calibrated_fallback(EvidenceBundle(question=free, candidates=[generated])) == "free_text"

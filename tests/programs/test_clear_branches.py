@@ -699,7 +699,7 @@ def test_assessor_routing_survives_an_optimizer_reset_copy() -> None:
 
 @pytest.mark.parametrize(("serial", "parallel"), [(True, False), (False, True)])
 def test_auto_concurrency_follows_the_backend(serial: bool, parallel: bool) -> None:
-    from clearmed.programs._run_context import RunContext
+    from clearmed.programs.lm.run_context import RunContext
 
     program, engine, _ = build_toy_program({}, settings=ProgramSettings(parallel_pathways="auto"))
     engine.serializes_calls = serial

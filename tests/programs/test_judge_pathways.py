@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs._qpis import in_turns, round_quota
+from clearmed.programs.pathways.qpis import in_turns, round_quota
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs._graph_rules import clean_graph, normalise_group
-from clearmed.programs._judge_salvage import parse_verdict_lines, raw_sections
-from clearmed.programs._verdict_rules import (
+from clearmed.programs.adjudication.rules import option_support
+from clearmed.programs.judge.graph import clean_graph, normalise_group
+from clearmed.programs.judge.rules import (
     answer_from_verdicts,
     cited_ids,
     decide,
     judge,
     normalise_letter,
     normalise_verdict,
-    option_support,
     validate_verdicts,
 )
+from clearmed.programs.judge.salvage import parse_verdict_lines, raw_sections
 from clearmed.signatures.option_judge import EntityDraft, RelationDraft, VerdictDraft
 from clearmed.signatures.records import Answer, GraphEntity, KnowledgeGraph, OptionVerdict, Question
 

@@ -7,8 +7,8 @@ import pytest
 
 from clearmed.optimize.replay import replay_decision
 from clearmed.programs import Mechanisms, ProgramSettings
-from clearmed.programs._option_scoring import ANSWER_MARKER, PLAIN_ANSWER_INSTRUCTION, answer_first, plain_messages
-from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
+from clearmed.programs.pathways.option_scoring import ANSWER_MARKER, answer_first
+from clearmed.signatures.clear import AnswerFromEvidence
 from clearmed.signatures.records import Question, Thresholds
 from clearmed.testing import GUARD_ALL_TRUE, QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
 
@@ -125,11 +125,10 @@ def test_multi_answer_questions_get_a_probability_per_option() -> None:
     assert parametric.answer.letters == ("A", "C")
 
 
-@pytest.mark.parametrize("score_prompt", ["chat", "plain"])
-def test_multi_answer_yes_no_is_asked_where_its_answer_is_the_next_token(score_prompt: str) -> None:
+def test_multi_answer_yes_no_is_asked_where_its_answer_is_the_next_token() -> None:
     # Issue 25: DSPy's chat format tells the model to start with `[[ ## answer ## ]]`, so with the assistant turn
-    # unopened the next token is "[[", whatever the option: P(yes) said nothing. In the chat format the turn is
-    # opened up to the answer marker; in the plain format the reply itself is the answer.
+    # unopened the next token is "[[", whatever the option: P(yes) said nothing. The turn is opened up to the
+    # answer marker.
     import math
 
     from clearmed.backbones.scoring import NextTokenScores
@@ -137,8 +136,7 @@ def test_multi_answer_yes_no_is_asked_where_its_answer_is_the_next_token(score_p
     multi = Question(
         id="multi-2", text=QUESTION.text, options=QUESTION.options, answer_mode="multi", gold_letters=["A", "C"]
     )
-    settings = SCORED.model_copy(update={"score_prompt": score_prompt})
-    program, engine, _ = build_toy_program(SCRIPT, settings=settings, question=multi, scores=SCORES)
+    program, engine, _ = build_toy_program(SCRIPT, settings=SCORED, question=multi, scores=SCORES)
     yes = {"A": 0.9, "B": 0.2, "C": 0.6, "D": 0.1}
     prefixes: list[str] = []
 
@@ -156,7 +154,7 @@ def test_multi_answer_yes_no_is_asked_where_its_answer_is_the_next_token(score_p
     parametric = program(question=multi).decision.bundle.candidates[0]
     assert parametric.option_scores.probs == pytest.approx(yes)
     assert parametric.answer.letters == ("A", "C")
-    assert set(prefixes) == {ANSWER_MARKER if score_prompt == "chat" else ""}
+    assert set(prefixes) == {ANSWER_MARKER}
 
 
 def test_non_finite_scores_are_refused_and_the_pathway_generates() -> None:
@@ -180,41 +178,6 @@ def test_scoring_uses_the_predictors_instructions_and_demos() -> None:
     assert list(scored.output_fields) == ["answer"]
     assert scored.instructions == predictor.signature.instructions
     assert list(scored.input_fields) == list(predictor.signature.input_fields)
-
-
-PLAIN = SCORED.model_copy(update={"score_prompt": "plain"})
-
-
-def test_plain_scoring_prompt_is_one_user_turn_of_instructions_fields_and_the_answer_line() -> None:
-    decision, engine = run(PLAIN)
-    assert [c.answer.letters for c in decision.bundle.candidates] == [("A",), ("A",), ("C",)]
-    prompts = dict(zip(engine.scored, engine.scored_prompts, strict=True))
-    messages, prefix = prompts["local_answer"]
-    assert prefix == ""  # the letter is the first token the model writes
-    assert [m["role"] for m in messages] == ["user"]
-    text = messages[0]["content"]
-    assert text.startswith(AnswerFromEvidence.instructions.strip())
-    assert "[[ ##" not in text
-    assert text.index("Question:\n") < text.index("Options:\nA. ") < text.index("Evidence:\n[L1]")
-    assert "Answer format" not in text  # single answer: the last line says it
-    assert text.endswith("\n\n" + PLAIN_ANSWER_INSTRUCTION)
-    parametric, _ = prompts["parametric"]
-    assert "Evidence:" not in parametric[0]["content"]
-
-
-def test_plain_scoring_prompt_turns_demos_into_answered_turns_and_keeps_the_multi_answer_format() -> None:
-    multi = Question(id="m", text="Which are thyroid hormones?", options={"A": "T3", "B": "TSH", "C": "T4"},
-                     answer_mode="multi", gold_letters=["A", "C"])  # fmt: skip
-    demo = dspy.Example(question="Which is a vitamin?", options="A. C\nB. Iron", answer_format="one", answer="A")
-    unanswered = dspy.Example(question="q", options="A. x", answer_format="one")  # a demo with no answer is dropped
-    predictor = dspy.Predict(AnswerFromKnowledge)
-    inputs = {"question": multi.text, "options": "A. T3\nB. TSH\nC. T4", "answer_format": "choose every correct"}
-    messages = plain_messages(answer_first(predictor.signature), [demo, unanswered], inputs, multi)
-    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert "Which is a vitamin?" in messages[0]["content"]
-    assert messages[1]["content"] == "A"
-    assert messages[2]["content"].endswith("Answer format:\nchoose every correct")
-    assert PLAIN_ANSWER_INSTRUCTION not in messages[2]["content"]
 
 
 def test_an_engine_error_while_scoring_is_recorded_and_the_pathway_generates_instead() -> None:
@@ -268,20 +231,3 @@ def test_an_lm_without_its_cache_scores_every_time(memory_cache: None) -> None:
     decision = program(question=QUESTION).decision
     assert len(engine.scored) == 6
     assert not any(row.cached for row in decision.usage)
-
-
-@pytest.mark.parametrize("score_prompt", ["chat", "plain"])
-def test_evidence_first_puts_the_passages_before_the_question_in_scored_prompts_only(score_prompt: str) -> None:
-    settings = SCORED.model_copy(update={"score_prompt": score_prompt, "score_evidence_first": True})
-    program, engine, _ = build_toy_program(SCRIPT, settings=settings, scores=SCORES)
-    decision = program(question=QUESTION).decision
-    prompts = dict(zip(engine.scored, engine.scored_prompts, strict=True))
-    for stage in ("local_answer", "dynamic_answer"):
-        user = prompts[stage][0][-1]["content"]
-        evidence = user.index("[[ ## evidence ## ]]" if score_prompt == "chat" else "Evidence:\n")
-        assert evidence < user.index(QUESTION.text) < user.index(f"A. {QUESTION.options['A']}")
-    parametric = prompts["parametric"][0][-1]["content"]
-    assert "evidence" not in parametric.casefold()
-    assert decision.bundle.candidate("local").answer.letters == ("A",)
-    # the signature itself (what generation and optimizers see) keeps the evidence last
-    assert list(program.local.reader.answer.signature.input_fields)[-1] == "evidence"

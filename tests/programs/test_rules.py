@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs import rules
-from clearmed.programs._agreement import letter_agreement
+from clearmed.programs.adjudication import rules
+from clearmed.programs.assessors.agreement import letter_agreement
 from clearmed.signatures.records import (
     Agreement,
     Answer,

@@ -7,6 +7,7 @@ where one applies), or the command line must stop with one clear line.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from clearmed import assemble
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.factory import build_lm
 from clearmed.cli import main
+from clearmed.errors import FatalServiceError
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import EvidenceError
@@ -279,16 +281,14 @@ def test_http_server_errors_are_retried_then_recorded(reliability, fake_server) 
         assert "internal error" in decision.error
 
 
-def test_http_auth_error_is_recorded(reliability, fake_server) -> None:
-    with reliability.case(CATEGORY, "LM server rejects the key (401)"):
+def test_http_auth_error_stops_the_question(reliability, fake_server) -> None:
+    with reliability.case(CATEGORY, "LM server rejects the key (401): the question stops, nothing recorded"):
         server = fake_server()
         server.serve(401, {"error": {"message": "invalid api key", "code": "invalid_api_key"}})
-        decision = decide(http_program(server.url, num_retries=3))
-        assert decision.status == "failed"
-        lm_calls = sum(1 for u in decision.usage if u.role != "tool")
-        assert len(server.requests) == lm_calls  # an auth failure is not retried
-        assert decision.error is not None
-        assert "invalid api key" in decision.error
+        with pytest.raises(FatalServiceError) as raised:
+            decide(http_program(server.url, num_retries=3))
+        assert len(server.requests) == 1  # an auth failure is not retried, and no later stage is called
+        assert "authentication failed (HTTP 401): invalid api key" in str(raised.value)
 
 
 def test_http_malformed_body_is_recorded(reliability, fake_server) -> None:
@@ -319,7 +319,6 @@ TAVILY_RESULTS = {
 @pytest.mark.parametrize(
     ("name", "status", "payload", "delay", "expect"),
     [
-        ("401 unauthorized", 401, {"detail": {"error": "Unauthorized"}}, 0.0, "auth"),
         ("429 rate limit", 429, {"detail": {"error": "Too many requests"}}, 0.0, "rate_limit"),
         ("500 server error", 500, {"detail": {"error": "boom"}}, 0.0, "server"),
         ("timeout", 200, TAVILY_RESULTS, 1.5, "timeout"),
@@ -332,6 +331,7 @@ def test_web_search_failures_leave_a_decision_with_the_failure_in_its_trail(
 ) -> None:
     with reliability.case(CATEGORY, f"web search: {name}"):
         monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
+        monkeypatch.setattr("clearmed.retrieval.tavily._sleep", lambda seconds: None)  # the backoff, not waited
         server = fake_server()
         if payload is None:
             server.respond = lambda request: (200, {}, b"<html>gateway</html>")
@@ -348,9 +348,64 @@ def test_web_search_failures_leave_a_decision_with_the_failure_in_its_trail(
         assert expect in dynamic.error.message
 
 
+@pytest.mark.parametrize(
+    ("status", "cause"),
+    [(401, "authentication failed"), (432, "billing or quota exhausted"), (433, "billing or quota exhausted")],
+)
+def test_web_search_refusals_stop_the_question(
+    reliability, fake_server, monkeypatch: pytest.MonkeyPatch, status: int, cause: str
+) -> None:
+    with reliability.case(CATEGORY, f"web search: {status} stops the question, nothing recorded"):
+        monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key-0123456789")
+        server = fake_server()
+        server.serve(status, {"detail": {"error": "Unauthorized: tvly-test-key-0123456789"}})
+        program, _ = tavily_program(server.url)
+        with pytest.raises(FatalServiceError) as raised:
+            decide(program)
+        assert str(raised.value).startswith(f"Tavily: {cause} (HTTP {status})")
+        assert "tvly-test-key" not in str(raised.value)
+        assert len(server.requests) == 1  # never retried
+
+
+def test_a_revoked_tavily_key_stops_a_run_which_resumes_once_it_is_mended(
+    reliability, fake_server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with reliability.case(CATEGORY, "web search: 401 in a run: the run stops, nothing recorded, it resumes"):
+        from clearmed.config import parse_config
+        from clearmed.evaluation import EvalSpec, read_records, run_evaluation
+
+        monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
+        server = fake_server()
+        served = {"n": 0}
+
+        def respond(request: dict[str, Any]):  # two searches answer, then the key is revoked
+            served["n"] += 1
+            if served["n"] <= 2:
+                return 200, {}, json.dumps(TAVILY_RESULTS).encode()
+            return 401, {}, json.dumps({"detail": {"error": "Unauthorized"}}).encode()
+
+        server.respond = respond
+        program, _ = tavily_program(server.url)
+        questions = [QUESTION.model_copy(update={"id": f"q{i}"}) for i in range(5)]
+        run_dir = tmp_path / "run"
+        spec = EvalSpec(program="clear", benchmark="toy", source="memory", questions=questions, run_dir=run_dir)
+        config = parse_config(
+            {"backbones": {"main": {"kind": "openai_compatible", "model": "m", "api_base": "http://127.0.0.1:9/v1"}}},
+            source="t",
+        )
+        with pytest.raises(FatalServiceError, match="Tavily: authentication failed"):
+            run_evaluation(spec, config, program, show_progress=False)
+        assert [r.question_id for r in read_records(run_dir)] == ["q0", "q1"]
+        server.serve(200, TAVILY_RESULTS)  # the key is mended
+        records = run_evaluation(spec, config, program, show_progress=False)
+        assert [r.question_id for r in records] == [f"q{i}" for i in range(5)]
+        assert not any(r.degraded for r in records)
+
+
 def test_web_search_connection_refused(reliability, closed_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
     with reliability.case(CATEGORY, "web search: connection refused"):
         monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
+        monkeypatch.setattr("clearmed.retrieval.tavily._sleep", lambda seconds: None)
         program, _ = tavily_program(f"http://127.0.0.1:{closed_port}")
         decision = decide(program)
         assert decision.status == "answered"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clearmed.cli import main
-from clearmed.retrieval.base import EvidenceError
+from clearmed.errors import FatalServiceError
 from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
 from clearmed.testing import build_toy_program, label_all, pathway_replies, verifier_reply
 
@@ -96,8 +96,10 @@ def test_ask_json_with_rejected_keys(reliability, planted: Path, capsys, caplog)
         caplog.set_level(logging.DEBUG)
         code = main([*ASK_ADDISON, "-c", str(planted), "--json"])
         out, err = capsys.readouterr()
-        assert code == 1  # no pathway could answer: a failed decision, printed whole
-        assert '"status": "failed"' in out
+        assert code == 2  # a rejected key stops with one line (issue 27), naming the service, never the key
+        assert err.startswith("clearmed: error: main backbone")
+        assert "authentication failed" in err
+        assert err.count("\n") == 1
         case.leaked = leaks(out, err, caplog.text)
         assert case.leaked == 0
 
@@ -117,8 +119,10 @@ def test_eval_run_folder_and_caches_hold_no_key(reliability, planted: Path, tmp_
         run_dir = tmp_path / "runs" / "eval"
         code = main(["eval", "--benchmark", "demo", "--limit", "2", "-c", str(planted), "--run-dir", str(run_dir)])
         out, err = capsys.readouterr()
-        assert code == 0, err
-        assert (run_dir / "results.jsonl").is_file()
+        assert code == 2, err  # the rejected key stops the run before any record (issue 27)
+        assert "authentication failed" in err
+        assert (run_dir / "manifest.json").is_file()
+        assert not (run_dir / "results.jsonl").exists() or not (run_dir / "results.jsonl").read_text()
         outputs = [
             out,
             err,
@@ -202,9 +206,9 @@ def test_tavily_errors_never_hold_the_key(reliability, fake_server, monkeypatch:
         server = fake_server()
         server.respond = echo_key
         search = TavilySearch(TavilyOptions(api_base_url=server.url), timeout=5)
-        with pytest.raises(EvidenceError) as info:
+        with pytest.raises(FatalServiceError) as info:  # a rejected key stops the run (issue 27)
             search.search("addison disease", 3)
-        assert info.value.kind == "auth"
+        assert info.value.cause == "auth"
         case.leaked = leaks(str(info.value), repr(info.value))
         assert case.leaked == 0
 

@@ -1,4 +1,6 @@
-"""TavilySearch against a stdlib HTTP server on 127.0.0.1: success and every failure path, fully offline."""
+"""TavilySearch against a stdlib HTTP server on 127.0.0.1 that answers as Tavily documents (docs.tavily.com, POST
+/search: 400 for a query over 400 characters, 401 for a bad key, 429 with Retry-After, 432 plan limit, 433
+pay-as-you-go limit, credits by search depth): success, retries, fatal refusals and every failure path, offline."""
 
 from __future__ import annotations
 
@@ -14,8 +16,11 @@ from typing import Any
 
 import pytest
 
+from clearmed.errors import FatalServiceError
+from clearmed.retries import count_retries
+from clearmed.retrieval import tavily as tavily_module
 from clearmed.retrieval.base import EvidenceError, WebSearch
-from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
+from clearmed.retrieval.tavily import SEARCH_CREDITS, TavilyOptions, TavilySearch, search_credits
 from clearmed.testing import QuietHTTPServer, ScriptedCall
 
 KEY = "tvly-test-secret-123"
@@ -46,15 +51,40 @@ RESULTS = {
 
 
 TAVILY_MAX_QUERY = 400
+# Tavily's documented error bodies for POST /search.
+UNAUTHORIZED = {"detail": {"error": "Unauthorized: missing or invalid API key."}}
+RATE_LIMITED = {
+    "detail": {"error": "Your request has been blocked due to excessive requests. Please reduce rate of requests."}
+}
+PLAN_LIMIT = {
+    "detail": {
+        "error": "This request exceeds your plan's set usage limit. Please upgrade your plan or contact support@tavily.com"
+    }
+}
+PAYGO_LIMIT = {
+    "detail": {
+        "error": "This request exceeds the pay-as-you-go limit. You can increase your limit on the Tavily dashboard."
+    }
+}
 
 
 class FakeTavily:
-    """Behaviour switch + request log for the handler."""
+    """Behaviour switch + request log for the handler, and the account state Tavily enforces."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.mode = "ok"
+        self.script: list[str] = []  # modes for the next requests, one each, before `mode` applies again
         self.requests: list[dict[str, Any]] = []
         self.rejected: list[str] = []  # queries answered with Tavily's "Query is too long" 400
+        self.valid_key = KEY
+        self.throttled = 0  # the next this many requests are rate-limited (429 with Retry-After)
+        self.retry_after = "1"
+        self.credits: int | None = None  # credits left on the plan; None: unlimited
+        self.pay_as_you_go = False  # past the plan, pay-as-you-go until its own limit (433)
+        self.spent = 0
 
 
 def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
@@ -65,10 +95,20 @@ def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            mode = state.script.pop(0) if state.script else state.mode
+            if mode == "echo_key":
+                return self._send(401, {"detail": {"error": f"Unauthorized: key {KEY} is invalid"}})
+            if self.headers.get("Authorization") != f"Bearer {state.valid_key}":
+                return self._send(401, UNAUTHORIZED)
+            if state.throttled > 0:
+                state.throttled -= 1
+                return self._send(429, RATE_LIMITED, {"Retry-After": state.retry_after})
             if len(body.get("query", "")) > TAVILY_MAX_QUERY:  # Tavily's documented limit and error body
                 state.rejected.append(body["query"])
                 return self._send(400, {"detail": {"error": "Query is too long. Max query length is 400 characters."}})
-            mode = state.mode
+            cost = SEARCH_CREDITS[body.get("search_depth", "basic")]
+            if state.credits is not None and state.credits < cost:
+                return self._send(433, PAYGO_LIMIT) if state.pay_as_you_go else self._send(432, PLAN_LIMIT)
             if mode == "slow":
                 time.sleep(1.5)
                 return self._send(200, RESULTS)
@@ -80,21 +120,26 @@ def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, {"results": "nope"})
             if mode == "all_bad":
                 return self._send(200, {"results": [{"title": "x"}]})
-            if mode == "echo_key":
-                return self._send(401, {"detail": {"error": f"Unauthorized: key {KEY} is invalid"}})
-            statuses = {"401": 401, "403": 403, "429": 429, "400": 400, "500": 500, "502": 502, "404": 404}
+            statuses = {"403": 403, "400": 400, "500": 500, "502": 502, "503": 503, "404": 404}
             if mode in statuses:
                 return self._send(statuses[mode], {"detail": {"error": f"fake {mode}"}})
+            if mode == "429":
+                return self._send(429, RATE_LIMITED)  # no Retry-After: the client backs off on its own
+            if state.credits is not None:
+                state.credits -= cost
+            state.spent += cost
             results = dict(RESULTS, results=RESULTS["results"][: body.get("max_results", 5) + 2])
             return self._send(200, results)
 
-        def _send(self, status: int, payload: object) -> None:
-            self._send_raw(status, json.dumps(payload).encode())
+        def _send(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), headers)
 
-        def _send_raw(self, status: int, raw: bytes) -> None:
+        def _send_raw(self, status: int, raw: bytes, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(raw)
 
@@ -113,12 +158,18 @@ def fake() -> Iterator[tuple[FakeTavily, str]]:
     server.server_close()
 
 
+@pytest.fixture(autouse=True)
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The backoff waits a search asked for, recorded instead of slept."""
+    asked: list[float] = []
+    monkeypatch.setattr(tavily_module, "_sleep", asked.append)
+    return asked
+
+
 @pytest.fixture
 def tavily(fake: tuple[FakeTavily, str], monkeypatch: pytest.MonkeyPatch) -> tuple[FakeTavily, TavilySearch]:
     state, url = fake
-    state.mode = "ok"
-    state.requests.clear()
-    state.rejected.clear()
+    state.reset()
     monkeypatch.setenv("TAVILY_API_KEY", KEY)
     options = TavilyOptions(api_base_url=url, search_depth="basic", include_domains=["cdc.gov", "who.int"])
     return state, TavilySearch(options, timeout=5)
@@ -178,22 +229,22 @@ def test_no_key_fails_before_any_request(
 
 
 @pytest.mark.parametrize(
-    ("mode", "kind", "text"),
+    ("mode", "kind", "text", "attempts"),
     [
-        ("401", "auth", "rejected the API key"),
-        ("403", "forbidden", "refused"),
-        ("429", "rate_limit", "rate or usage limit"),
-        ("400", "bad_request", "invalid"),
-        ("500", "server", "HTTP 500"),
-        ("502", "server", "HTTP 502"),
-        ("404", "other", "HTTP 404"),
-        ("malformed", "bad_response", "not valid JSON"),
-        ("no_results", "bad_response", None),
-        ("results_not_list", "bad_response", "no 'results' list"),
-        ("all_bad", "bad_response", "none had a URL"),
+        ("429", "rate_limit", "rate limit exceeded \\(HTTP 429\\).* \\(after 3 retries\\)", 4),
+        ("400", "bad_request", "invalid", 1),
+        ("500", "server", "HTTP 500.*after 3 retries", 4),
+        ("502", "server", "HTTP 502", 4),
+        ("404", "other", "HTTP 404", 1),
+        ("malformed", "bad_response", "not valid JSON", 1),
+        ("no_results", "bad_response", None, 1),
+        ("results_not_list", "bad_response", "no 'results' list", 1),
+        ("all_bad", "bad_response", "none had a URL", 1),
     ],
 )
-def test_failures_map_to_kinds(tavily: tuple[FakeTavily, TavilySearch], mode: str, kind: str, text: str | None) -> None:
+def test_failures_map_to_kinds(
+    tavily: tuple[FakeTavily, TavilySearch], mode: str, kind: str, text: str | None, attempts: int
+) -> None:
     state, search = tavily
     state.mode = mode
     if mode == "no_results":
@@ -205,25 +256,126 @@ def test_failures_map_to_kinds(tavily: tuple[FakeTavily, TavilySearch], mode: st
     assert info.value.kind == kind
     assert info.value.backend == "tavily"
     assert KEY not in str(info.value)
+    assert len(state.requests) == attempts  # transient failures (429, 5xx) retried, the rest sent once
 
 
 def test_key_is_scrubbed_from_server_messages(tavily: tuple[FakeTavily, TavilySearch]) -> None:
     state, search = tavily
     state.mode = "echo_key"
-    with pytest.raises(EvidenceError) as info:
+    with pytest.raises(FatalServiceError) as info:
         search.search("measles", 3)
     assert KEY not in str(info.value)
     assert "***" in str(info.value)
 
 
+# ------------------------------------------------------------------ retries and fatal refusals
+
+
+def test_a_rate_limit_is_retried_after_the_wait_tavily_asks_and_counted(
+    tavily: tuple[FakeTavily, TavilySearch], waits: list[float]
+) -> None:
+    state, search = tavily
+    state.throttled = 2  # tavily-python raises UsageLimitExceededError for these 429s: transient all the same
+    with count_retries() as retries:
+        passages = search.search("measles rash", 3)
+    assert len(passages) == 3
+    assert len(state.requests) == 3
+    assert retries.by_service == {"tavily": 2}
+    assert len(waits) == 2
+    assert all(1.0 <= wait <= 2.0 for wait in waits)  # Retry-After: 1, plus at most a second of jitter
+    assert retries.waited_s == pytest.approx(sum(waits))
+
+
+def test_a_rate_limit_without_retry_after_backs_off_exponentially(
+    tavily: tuple[FakeTavily, TavilySearch], waits: list[float]
+) -> None:
+    state, search = tavily
+    state.script = ["429", "429", "429"]
+    assert search.search("measles", 3)
+    assert len(waits) == 3
+    assert [0.5 <= waits[0] <= 1, 1 <= waits[1] <= 2, 2 <= waits[2] <= 4] == [True, True, True]
+
+
+def test_server_errors_and_timeouts_are_retried(fake: tuple[FakeTavily, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    state, url = fake
+    state.reset()
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    search = TavilySearch(TavilyOptions(api_base_url=url), timeout=0.5)
+    state.script = ["503", "slow", "502"]  # an outage, a read timeout, a bad gateway; then an answer
+    with count_retries() as retries:
+        assert search.search("measles", 3)
+    assert retries.total == 3
+    assert len(state.requests) == 4
+
+
+def test_a_bad_key_stops_with_one_line_and_no_retry(
+    tavily: tuple[FakeTavily, TavilySearch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, search = tavily
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-revoked-0123456789abcdef")
+    with pytest.raises(FatalServiceError) as info:
+        search.search("measles", 3)
+    assert str(info.value) == (
+        "Tavily: authentication failed (HTTP 401): Unauthorized: missing or invalid API key; "
+        "check the key in TAVILY_API_KEY"
+    )
+    assert (info.value.service, info.value.cause, info.value.status) == ("Tavily", "auth", 401)
+    assert len(state.requests) == 1  # never retried
+    assert "revoked" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("pay_as_you_go", "status", "said"),
+    [(False, 432, "exceeds your plan's set usage limit"), (True, 433, "exceeds the pay-as-you-go limit")],
+)
+def test_an_exhausted_plan_stops_the_search_instead_of_returning_nothing(
+    tavily: tuple[FakeTavily, TavilySearch], pay_as_you_go: bool, status: int, said: str
+) -> None:
+    state, search = tavily
+    state.credits, state.pay_as_you_go = 2, pay_as_you_go
+    assert search.search("measles", 3)  # basic search: 1 credit
+    assert search.search("measles", 3)
+    with pytest.raises(FatalServiceError) as info:
+        search.search("measles", 3)
+    message = str(info.value)
+    assert message.startswith(f"Tavily: billing or quota exhausted (HTTP {status}): This request {said}")
+    assert message.endswith("raise the plan or the pay-as-you-go limit, or wait for the credits to renew")
+    assert "\n" not in message
+    assert info.value.cause == "billing"
+    assert len(state.requests) == 3  # the refusal is not retried
+
+
+def test_a_forbidden_key_is_fatal(tavily: tuple[FakeTavily, TavilySearch]) -> None:
+    state, search = tavily
+    state.mode = "403"
+    with pytest.raises(FatalServiceError, match=r"^Tavily: authentication failed \(HTTP 403\)"):
+        search.search("measles", 3)
+
+
+@pytest.mark.parametrize(("depth", "credits"), [("basic", 1), ("fast", 1), ("ultra-fast", 1), ("advanced", 2)])
+def test_credits_per_search_depth(
+    fake: tuple[FakeTavily, str], monkeypatch: pytest.MonkeyPatch, depth: str, credits: int
+) -> None:
+    state, url = fake
+    state.reset()
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    search = TavilySearch(TavilyOptions.model_validate({"api_base_url": url, "search_depth": depth}))
+    assert search_credits(depth) == search.credits_per_search == credits
+    search.search("measles", 3)
+    search.search("rash", 3)
+    assert state.spent == 2 * credits  # what the fake account was charged, as Tavily documents it
+
+
 def test_timeout(fake: tuple[FakeTavily, str], monkeypatch: pytest.MonkeyPatch) -> None:
     state, url = fake
+    state.reset()
     state.mode = "slow"
     monkeypatch.setenv("TAVILY_API_KEY", KEY)
-    search = TavilySearch(TavilyOptions(api_base_url=url), timeout=0.2)
-    with pytest.raises(EvidenceError, match=r"within 0\.2 s") as info:
+    search = TavilySearch(TavilyOptions(api_base_url=url), timeout=0.2, max_retries=1)
+    with pytest.raises(EvidenceError, match=r"within 0\.2 s \(after 1 retry\)") as info:
         search.search("measles", 3)
     assert info.value.kind == "timeout"
+    assert len(state.requests) == 2
     state.mode = "ok"
 
 
@@ -233,9 +385,10 @@ def test_connection_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         port = sock.getsockname()[1]
     monkeypatch.setenv("TAVILY_API_KEY", KEY)
     search = TavilySearch(TavilyOptions(api_base_url=f"http://127.0.0.1:{port}"), timeout=2)
-    with pytest.raises(EvidenceError, match="could not connect") as info:
+    with count_retries() as retries, pytest.raises(EvidenceError, match="could not connect") as info:
         search.search("measles", 3)
     assert info.value.kind == "connection"
+    assert retries.total == 3  # a dropped connection may be a blip: retried before it is recorded
 
 
 def test_empty_query_is_rejected(tavily: tuple[FakeTavily, TavilySearch]) -> None:
@@ -318,7 +471,7 @@ def test_every_shared_medqa_question_gets_a_query_tavily_accepts(
     tavily: tuple[FakeTavily, TavilySearch], shared_data: Path, web_query: str
 ) -> None:
     from clearmed.benchmarks import load_benchmark
-    from clearmed.programs._web_query import clean_written_query
+    from clearmed.programs.pathways.web_query import clean_written_query
 
     state, search = tavily
     questions = load_benchmark("medqa", source=str(shared_data / "benchmarks" / "medqa" / "dev.jsonl")).questions

@@ -12,6 +12,7 @@ from clearmed.signatures.records import (
     SourceQuality,
     Thresholds,
 )
+from clearmed.signatures.records.removed import REMOVED_PROGRAM_SETTINGS, REMOVED_THRESHOLDS
 
 
 @pytest.mark.parametrize(
@@ -72,3 +73,32 @@ def test_thresholds_default_to_the_paper() -> None:
         Thresholds(guard_min_high=-1)
     with pytest.raises(pydantic.ValidationError):
         Thresholds(guard_min_hihg=2)  # typo: unknown fields are refused
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "value"),
+    [
+        ("thresholds", "letter_prior_strength", 1.0),
+        ("thresholds", "high_requires_prior", 0.5),
+        ("thresholds", "calibrated_stated_weight", 0.5),
+        ("program", "score_prompt", "plain"),
+        ("program", "score_evidence_first", True),
+        ("program", "stated_confidence", True),
+        ("program", "query_includes_options", True),
+    ],
+)
+def test_a_config_that_sets_a_removed_setting_is_refused_in_one_line(table: str, key: str, value: object) -> None:
+    from clearmed.backbones.config import ConfigError
+    from clearmed.config import parse_config
+
+    backbone = {"main": {"kind": "openai_compatible", "model": "m", "api_base": "http://127.0.0.1:9/v1"}}
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"backbones": backbone, table: {key: value}}, source="old.toml")
+    message = str(raised.value)
+    assert f"[{table}] {key} was removed" in message
+    assert "\n" not in message
+    # At its old default (every older artifact and run snapshot wrote it) it is dropped without a word.
+    parse_config({"backbones": backbone, table: {key: REMOVED_DEFAULTS[key]}}, source="old.toml")
+
+
+REMOVED_DEFAULTS = {**REMOVED_THRESHOLDS, **REMOVED_PROGRAM_SETTINGS}

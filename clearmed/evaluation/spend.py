@@ -1,0 +1,137 @@
+"""What a run spent: LM dollars per call from the backbones' prices, Tavily credits per search, retries per stage.
+
+Every LM usage row is priced with its role's backbone (`clearmed.backbones.pricing.cost_usd`: LiteLLM's bundled price
+map for hosted models, the config's `price` for self-hosted ones, 0 by default). A question's dollars are priced when it
+finishes (`EvalRecord.cost_usd`), so the budget of a run (`--max-cost`, `[run] max_cost`) adds up what was spent; a
+degraded record set aside on resume still counts, since its calls were paid for. Tavily credits are what the service
+billed per search (1 at basic depth, 2 at advanced; a cache hit none), recorded on the search's usage row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.pricing import cost_usd, price_of
+from clearmed.evaluation.store import EvalRecord
+from clearmed.signatures.records import CallUsage, Decision
+
+__all__ = ["Prices", "SpendSummary", "StageSpend", "record_usd", "spend_summary", "total_usd"]
+
+
+class Prices:
+    """The dollar price of every usage row of a run, by the role's backbone (a role without its own: main's)."""
+
+    def __init__(self, backbones: Mapping[str, BackboneConfig]) -> None:
+        self.backbones = dict(backbones)
+
+    def backbone(self, role: str) -> BackboneConfig | None:
+        return self.backbones.get(role) or self.backbones.get("main")
+
+    def unpriced(self, roles: Sequence[str] = ("main", "assessor")) -> list[str]:
+        """Of the roles a run's program calls, those whose backbone has no known price (a hosted model LiteLLM's map
+        lacks, and no `price` set)."""
+        return [
+            f"{role} ({backbone.model})"
+            for role, backbone in self.backbones.items()
+            if role in roles and price_of(backbone) is None
+        ]
+
+    def row_usd(self, row: CallUsage) -> float | None:
+        """Dollars of one usage row; 0 for tool rows and for rows that used no tokens (cache hits, refusals)."""
+        if row.role == "tool" or (row.prompt_tokens <= 0 and row.completion_tokens <= 0):
+            return 0.0
+        backbone = self.backbone(row.role)
+        return cost_usd(backbone, row.prompt_tokens, row.completion_tokens) if backbone is not None else None
+
+    def decision_usd(self, decision: Decision) -> float | None:
+        """A question's LM dollars; None when some row's price is unknown."""
+        return total_usd(self.row_usd(row) for row in decision.usage)
+
+
+def record_usd(record: EvalRecord, prices: Prices | None) -> float | None:
+    """A record's dollars as priced when it finished; priced now when it was written before records carried them."""
+    if record.cost_usd is not None or prices is None:
+        return record.cost_usd
+    return prices.decision_usd(record.decision)
+
+
+def total_usd(amounts: Iterable[float | None]) -> float | None:
+    """The sum, or None if any amount is unknown (an unknown price is never counted as free)."""
+    total = 0.0
+    for amount in amounts:
+        if amount is None:
+            return None
+        total += amount
+    return round(total, 6)
+
+
+class StageSpend(BaseModel):
+    """One stage over a run: calls that reached a model or service, cache hits, tokens, dollars, credits, retries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    calls: int
+    cached: int
+    failed: int
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float | None
+    credits: float
+    retries: int
+
+
+class SpendSummary(BaseModel):
+    """What the run's recorded questions spent (`usd` None: a price unknown), per stage, plus what the degraded
+    attempts a resume redid had spent (`set_aside_usd`, kept in results.degraded.jsonl)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    usd: float | None
+    mean_usd: float | None
+    search_credits: float
+    retries: int
+    by_stage: list[StageSpend]
+    set_aside_questions: int = 0
+    set_aside_usd: float | None = 0.0
+
+
+def spend_summary(
+    decisions: Sequence[Decision],
+    record_usd: Sequence[float | None],
+    *,
+    prices: Prices | None = None,
+    set_aside_usd: Sequence[float | None] = (),
+) -> SpendSummary:
+    """Totals from the records' own dollars (`record_usd`, one per decision); per-stage dollars need `prices`."""
+    stages: dict[str, list[CallUsage]] = {}
+    for decision in decisions:
+        for row in decision.usage:
+            stages.setdefault(row.stage, []).append(row)
+    by_stage = [
+        StageSpend(
+            stage=stage,
+            calls=sum(row.calls for row in rows if not row.cached),
+            cached=sum(1 for row in rows if row.cached),
+            failed=sum(1 for row in rows if row.failed),
+            prompt_tokens=sum(row.prompt_tokens for row in rows),
+            completion_tokens=sum(row.completion_tokens for row in rows),
+            usd=total_usd(prices.row_usd(row) for row in rows) if prices is not None else None,
+            credits=sum(row.credits for row in rows),
+            retries=sum(row.retries for row in rows),
+        )
+        for stage, rows in stages.items()
+    ]
+    usd = total_usd(record_usd)
+    return SpendSummary(
+        usd=usd,
+        mean_usd=round(usd / len(decisions), 6) if usd is not None and decisions else None,
+        search_credits=sum(stage.credits for stage in by_stage),
+        retries=sum(stage.retries for stage in by_stage),
+        by_stage=by_stage,
+        set_aside_questions=len(set_aside_usd),
+        set_aside_usd=total_usd(set_aside_usd),
+    )

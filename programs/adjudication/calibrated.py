@@ -1,0 +1,182 @@
+"""The calibrated verifier (`verifier_mode = "calibrated"`): CLEAR's route chosen from the pathways' option
+probabilities instead of an LM reading the bundle.
+
+On a small backbone the LM verifier is the weakest reader in the program (measured on the embedded model: it
+kept the parametric answer 42 times in 43 on MMLU-Med), while the pathways' scored option distributions carry
+a usable confidence signal. This verifier pools those distributions log-linearly,
+
+    s(o) = sum_k w_k * log p_k(o),   w_dynamic = dynamic_weight + high_quality_weight * (share of high pages),
+
+and reads CLEAR's route off the pooled answer: every pathway agreeing -> consensus; the pooled answer shared
+by two pathways -> consensus; held by one pathway alone -> that pathway's route (keep_parametric, keep_local,
+accept_dynamic, which still faces the override guard). The weights are `Thresholds` fields that `clearmed tune`
+fits by replay, with no LM call: replay recomputes this verifier from the recorded distributions.
+
+A pathway that generated its letter instead of scoring (a hosted model without log-probabilities, or a scoring
+pass that failed) is left out of the pool. When nothing can be pooled (no pathway scored, or a multi-answer or
+free-text question, which this verifier never pools), the deterministic verifier decides: the output records why
+(`VerifierOutput.calibrated_fallback`, `calibrated_fallback`), the program warns once per run
+(`CalibratedFallbackWarning`) and the run summary counts those questions.
+
+It never asks for more search itself (pooling always has an answer to route to); the override guard and the
+challenge audit still search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from clearmed.programs.adjudication.rules import answer_for_route
+from clearmed.signatures.records import (
+    NEEDS_MORE_SEARCH,
+    PATHWAYS,
+    Agreement,
+    CalibratedFallback,
+    Confidence,
+    EvidenceBundle,
+    PathwayName,
+    Route,
+    RuleId,
+    Thresholds,
+    VerifierOutput,
+    route_for,
+    top_options,
+)
+from clearmed.signatures.records.routes import AnswerSource
+
+__all__ = [
+    "CalibratedFallbackWarning",
+    "CalibratedRoute",
+    "calibrated_fallback",
+    "calibrated_verify",
+    "confidence_label",
+    "high_quality_share",
+    "pool",
+    "pool_inputs",
+    "pooled_route",
+]
+
+POOL_FLOOR = 1e-6  # a zero probability would veto an option outright
+
+
+def pool(
+    distributions: Mapping[PathwayName, Mapping[str, float]], weights: Mapping[PathwayName, float]
+) -> dict[str, float]:
+    """Log-linear pooling of the pathways' option distributions (a pathway absent from either map is left out)."""
+    options = sorted({option for dist in distributions.values() for option in dist})
+    if not options:
+        return {}
+    scores = {
+        option: sum(
+            weights.get(pathway, 0.0) * math.log(max(dist.get(option, 0.0), POOL_FLOOR))
+            for pathway, dist in distributions.items()
+        )
+        for option in options
+    }
+    top = max(scores.values())
+    exp = {option: math.exp(score - top) for option, score in scores.items()}
+    total = sum(exp.values())
+    return {option: value / total for option, value in exp.items()}
+
+
+def confidence_label(probability: float) -> Confidence:
+    """The verifier's confidence scale, from the pooled probability of the chosen option."""
+    if probability >= 0.8:
+        return "high"
+    if probability >= 0.5:
+        return "medium"
+    return "low"
+
+
+@dataclass(frozen=True)
+class CalibratedRoute:
+    """The route, the pooled answer (one letter), its pooled probability and the whole pooled distribution."""
+
+    route: Route
+    letter: str | None
+    probability: float
+    combined: dict[str, float]
+
+
+def pooled_route(
+    answers: Mapping[PathwayName, tuple[str, ...] | None],
+    distributions: Mapping[PathwayName, Mapping[str, float]],
+    weights: Mapping[PathwayName, float],
+) -> CalibratedRoute:
+    """CLEAR's route for the pooled answer; the answer itself is later taken from the candidate records.
+
+    The route always names a pathway (or pair) whose own answer is the pooled choice when one exists; when no
+    pathway chose it (pooling can favour a runner-up), the pathway whose answer the pool rates highest wins.
+    """
+    combined = pool(distributions, weights)
+    answered = {p: a for p, a in answers.items() if a}
+    if not combined or not answered:
+        return CalibratedRoute(NEEDS_MORE_SEARCH, None, 0.0, combined)  # no answer to route to
+    letter = max(combined, key=combined.__getitem__)
+    probability = combined[letter]
+    holders = [p for p in PATHWAYS if answered.get(p) == (letter,)]
+    if not holders:  # the pool chose no pathway's answer: the best-rated pathway answer stands
+        best = max(answered, key=lambda p: sum(combined.get(o, 0.0) for o in answered[p]))
+        return CalibratedRoute(route_for(best), answered[best][0], combined.get(answered[best][0], 0.0), combined)
+    source: AnswerSource = "agreement" if len(holders) >= 2 else holders[0]
+    return CalibratedRoute(route_for(source), letter, probability, combined)
+
+
+def pool_inputs(bundle: EvidenceBundle) -> dict[PathwayName, dict[str, float]]:
+    """The distribution each answered pathway brings to the pool: the one it scored (a generated letter has none)."""
+    return {c.pathway: c.option_scores.probs for c in bundle.candidates if c.answer is not None and c.option_scores}
+
+
+def high_quality_share(bundle: EvidenceBundle) -> float:
+    """The share of the dynamic pathway's labelled web results rated high (0 with none labelled)."""
+    quality = bundle.dynamic_quality()
+    labelled = quality.n_high + quality.n_medium + quality.n_low
+    return quality.n_high / labelled if labelled else 0.0
+
+
+class CalibratedFallbackWarning(UserWarning):
+    """Calibrated mode handed questions to the deterministic verifier (warned once per run; the summary counts)."""
+
+
+def calibrated_fallback(bundle: EvidenceBundle) -> CalibratedFallback | None:
+    """Why the calibrated verifier cannot decide this bundle, so the deterministic verifier must; None when it can.
+
+    It pools single-answer distributions only: multi-answer and free-text questions always fall back, and so does
+    a question none of whose pathways scored its options."""
+    mode = bundle.question.answer_mode
+    if mode == "multi":
+        return "several_answers"
+    if mode == "free_text":
+        return "free_text"
+    return None if pool_inputs(bundle) else "nothing_to_pool"
+
+
+def calibrated_verify(
+    bundle: EvidenceBundle, agreement: Agreement, thresholds: Thresholds
+) -> tuple[VerifierOutput, RuleId] | None:
+    """The calibrated verifier's output for a single-answer MCQ bundle; None when it cannot decide
+    (`calibrated_fallback` says why), so the caller falls back to the deterministic verifier."""
+    if calibrated_fallback(bundle) is not None:
+        return None
+    answers: dict[PathwayName, tuple[str, ...] | None] = {
+        c.pathway: c.answer.letters if c.answer is not None else None for c in bundle.candidates
+    }
+    high_share = high_quality_share(bundle)
+    weights: dict[PathwayName, float] = {
+        "parametric": thresholds.calibrated_parametric_weight,
+        "local": thresholds.calibrated_local_weight,
+        "dynamic": thresholds.calibrated_dynamic_weight + thresholds.calibrated_high_weight * high_share,
+    }
+    result = pooled_route(answers, pool_inputs(bundle), weights)
+    output = VerifierOutput(
+        answer=answer_for_route(result.route, bundle, agreement),
+        route=result.route,
+        rationale=f"pooled option probabilities: {top_options(result.combined)}",
+        confidence=confidence_label(result.probability),
+        mode="calibrated",
+        raw_answer=result.letter,
+        pooled={o: round(p, 6) for o, p in result.combined.items()},
+    )
+    return output, "calibrated"

@@ -1,0 +1,90 @@
+"""The adjudication procedure (CLEAR 2.3 and A.2): verifier, bounded follow-up, override guard, challenge audit.
+
+`adjudicate` is the whole control flow over typed records; the LM's judgements come through the actions
+(`proceedings.AdjudicationActions`). The bundle it is given is never changed: each follow-up round is added
+beside it, and the result carries that bundle and the agreement it was given, which is what a Decision stores
+and replay starts from.
+"""
+
+from __future__ import annotations
+
+from clearmed.programs.adjudication.contest import AUDIT, GUARD, audit_contest, guard_contest, run_contest
+from clearmed.programs.adjudication.proceedings import (
+    ALL_MECHANISMS,
+    Adjudicated,
+    AdjudicationActions,
+    Mechanisms,
+    Proceedings,
+)
+from clearmed.programs.adjudication.rules import (
+    answer_for_route,
+    answered,
+    audit_applies,
+    guard_applies,
+    is_unanimous,
+    may_follow_up,
+)
+from clearmed.signatures.records import (
+    NEEDS_MORE_SEARCH,
+    AdjudicationStep,
+    Agreement,
+    EvidenceBundle,
+    RuleId,
+    Thresholds,
+    VerifierOutput,
+    route_for,
+)
+
+
+def adjudicate(
+    bundle: EvidenceBundle,
+    agreement: Agreement,
+    thresholds: Thresholds,
+    actions: AdjudicationActions,
+    mechanisms: Mechanisms = ALL_MECHANISMS,
+) -> Adjudicated:
+    """Run the procedure over the pathways' bundle and their agreement."""
+    p = Proceedings(bundle, agreement, thresholds, actions, mechanisms)
+    if not answered(bundle):
+        return p.conclude(None, None, "no pathway produced an answer", "low", "no_pathway_answered")
+    if thresholds.unanimity_fast_path and is_unanimous(agreement):
+        return _unanimous(p)
+    output, rule = _verify_with_followups(p)
+    answer = answer_for_route(output.route, p.bundle, p.agreement)
+    if answer is None:  # a route the candidates cannot back (possible in replayed records): stay conservative
+        output, rule = p.fall_back("verifier route not backed by any candidate", "route_not_backed")
+        answer = answer_for_route(output.route, p.bundle, p.agreement)
+    if mechanisms.guard and guard_applies(output.route, p.bundle, p.agreement):
+        return run_contest(GUARD, p, guard_contest(p, output))
+    if mechanisms.audit and audit_applies(output.route, p.agreement):
+        return run_contest(AUDIT, p, audit_contest(p, output))
+    return p.conclude(answer, output.route, output.rationale, output.confidence, rule)
+
+
+def _unanimous(p: Proceedings) -> Adjudicated:
+    """The optional fast path: all three pathways agree, so the verifier is skipped."""
+    answer = p.bundle.candidate("parametric").answer
+    consensus = route_for("agreement")
+    p.steps.append(
+        AdjudicationStep(
+            mechanism="agreement",
+            rule="unanimity_fast_path",
+            answer=answer,
+            route=consensus,
+            outcome="all three pathways agree; verifier skipped",
+        )
+    )
+    return p.conclude(answer, consensus, "all three pathways agree", "high", "unanimity_fast_path")
+
+
+def _verify_with_followups(p: Proceedings) -> tuple[VerifierOutput, RuleId]:
+    """2.3.1 the verifier, with bounded 2.3.3 follow-up rounds while it asks for more evidence."""
+    rounds = 0
+    output, rule = p.verify("initial bundle")
+    while output.route == NEEDS_MORE_SEARCH:
+        if not (p.mechanisms.followup and may_follow_up(rounds, p.thresholds)):
+            return p.fall_back("needs_more_search with no follow-up left", "followup_bound_reached")
+        rounds += 1
+        p.follow_up(NEEDS_MORE_SEARCH, f"needs_more_search (round {rounds})")
+        output, rule = p.verify(f"bundle after follow-up round {rounds}")
+    return output, rule

@@ -1,0 +1,238 @@
+"""CLEAR's decision rules as pure functions of typed records (paper section 2.3 and appendix A.2).
+
+Nothing here calls an LM or reads LM prose: the rules see routes, answers compared as letter sets (or
+by a recorded free-text agreement), quality counts and the boolean conditions of guard and audit
+assessments. That makes every rule table-testable and lets threshold tuning replay them for free. Every rule
+reads the candidates as the pathways produced them (`EvidenceBundle.candidate`).
+"""
+
+from __future__ import annotations
+
+from clearmed.signatures.records import (
+    PATHWAYS,
+    Agreement,
+    Answer,
+    AuditAssessment,
+    Candidate,
+    Confidence,
+    EvidenceBundle,
+    FollowUpRound,
+    GuardAssessment,
+    OptionJudgment,
+    PathwayName,
+    Route,
+    RuleId,
+    SourceQuality,
+    Thresholds,
+    VerifierOutput,
+    route_for,
+    route_spec,
+)
+
+_PAIRS: dict[frozenset[PathwayName], str] = {
+    frozenset({"parametric", "local"}): "parametric_local",
+    frozenset({"parametric", "dynamic"}): "parametric_dynamic",
+    frozenset({"local", "dynamic"}): "local_dynamic",
+}
+
+
+def agree(agreement: Agreement, first: PathwayName, second: PathwayName) -> bool | None:
+    """Whether two pathways agree; None when either gave no answer."""
+    if first == second:
+        return True
+    return getattr(agreement, _PAIRS[frozenset({first, second})])
+
+
+def answered(bundle: EvidenceBundle) -> list[PathwayName]:
+    return [c.pathway for c in bundle.candidates if c.answer is not None]
+
+
+def is_unanimous(agreement: Agreement) -> bool:
+    """All three pathways answered and agree pairwise."""
+    return bool(agreement.parametric_local and agreement.parametric_dynamic and agreement.local_dynamic)
+
+
+def dynamic_is_isolated(bundle: EvidenceBundle, agreement: Agreement) -> bool:
+    """The dynamic answer conflicts with every other answer there is (A.2: "conflicts with a competing
+    conclusion"): dynamic answered, at least one other pathway answered, and none of them agrees with it."""
+    others = [p for p in answered(bundle) if p != "dynamic"]
+    if "dynamic" not in answered(bundle) or not others:
+        return False
+    return not any(agree(agreement, "dynamic", other) for other in others)
+
+
+# ------------------------------------------------------------------------------------------- verifier route
+
+
+def answer_for_route(route: Route, bundle: EvidenceBundle, agreement: Agreement) -> Answer | None:
+    """The answer a route commits to, taken from the candidate records rather than from verifier prose.
+
+    keep_parametric / keep_local / accept_dynamic select that pathway's answer; consensus selects the answer
+    shared by at least two pathways (the verifier's answer breaks no ties: with three pathways at most one
+    pair can agree without all three agreeing). None means the route is inconsistent with the candidates
+    (for example keep_local when the local pathway gave no answer), which callers treat as a failed
+    verification; needs_more_search has no answer yet.
+    """
+    source = route_spec(route).answer_from
+    if source == "agreement":
+        for pair, field in _PAIRS.items():
+            if getattr(agreement, field):
+                first = next(name for name in PATHWAYS if name in pair)
+                return bundle.candidate(first).answer
+        return None
+    if source == "none":
+        return None  # needs_more_search: no commitment yet
+    return bundle.candidate(source).answer
+
+
+def heuristic_verify(
+    bundle: EvidenceBundle, agreement: Agreement, quality: SourceQuality, *, allow_more_search: bool = True
+) -> tuple[VerifierOutput, RuleId]:
+    """The deterministic verifier (the CLEAR code's fallback order):
+
+    parametric = local -> consensus; local = dynamic -> consensus (confidence high only with a high-quality
+    source); parametric = dynamic with a high-quality source -> consensus; else keep_local if local answered;
+    else keep_parametric; else accept_dynamic; needs_more_search if nothing answered.
+    """
+    has_high = quality.n_high >= 1
+
+    def out(route: Route, confidence: Confidence, rule: RuleId, rationale: str) -> tuple[VerifierOutput, RuleId]:
+        answer = answer_for_route(route, bundle, agreement)
+        return VerifierOutput(
+            answer=answer, route=route, rationale=rationale, confidence=confidence, mode="heuristic"
+        ), rule
+
+    if agreement.parametric_local:
+        confidence: Confidence = "high" if agreement.local_dynamic else "medium"
+        return out("consensus", confidence, "heuristic_parametric_local", "parametric and local answers agree")
+    if agreement.local_dynamic:
+        confidence = "high" if has_high else "medium"
+        return out("consensus", confidence, "heuristic_local_dynamic", "local and dynamic answers agree")
+    if agreement.parametric_dynamic and has_high:
+        return out(
+            "consensus",
+            "medium",
+            "heuristic_parametric_dynamic_high_quality",
+            "parametric and dynamic answers agree, with a high-quality web source",
+        )
+    present = answered(bundle)
+    if "local" in present:
+        return out("keep_local", "low", "heuristic_keep_local", "no agreement; the local answer is kept")
+    if "parametric" in present:
+        return out(
+            "keep_parametric",
+            "low",
+            "heuristic_keep_parametric",
+            "no agreement; the parametric answer is kept",
+        )
+    if "dynamic" in present:
+        return out("accept_dynamic", "low", "heuristic_accept_dynamic", "only the dynamic pathway answered")
+    route: Route = "needs_more_search" if allow_more_search else "keep_parametric"
+    return VerifierOutput(
+        answer=None, route=route, rationale="no pathway answered", confidence="low", mode="heuristic"
+    ), "heuristic_nothing_answered"
+
+
+# ------------------------------------------------------------------------------------------- override guard
+
+
+def guard_applies(route: Route, bundle: EvidenceBundle, agreement: Agreement) -> bool:
+    """A.2: "The override guard is invoked when z0 = accept_dynamic and the dynamic candidate conflicts with
+    a competing conclusion." """
+    return route_spec(route).guard and dynamic_is_isolated(bundle, agreement)
+
+
+def guard_default(bundle: EvidenceBundle, agreement: Agreement) -> tuple[Answer, Route]:
+    """A.2: "when a_param = a_local != a_dynamic, the parametric-local consensus is treated as the default;
+    when all three candidates differ, the parametric candidate is used as the default". A failed pathway
+    leaves whichever of the two answered. The route returned with the default is keep_local for a
+    consensus the curated corpus supports, else keep_parametric / keep_local for the answering pathway.
+    """
+    parametric: Candidate = bundle.candidate("parametric")
+    local: Candidate = bundle.candidate("local")
+    if agreement.parametric_local and parametric.answer is not None:
+        return parametric.answer, route_for("local")
+    if parametric.answer is not None:
+        return parametric.answer, route_for("parametric")
+    if local.answer is not None:
+        return local.answer, route_for("local")
+    raise ValueError("guard_default needs a parametric or local answer; guard_applies guarantees one")
+
+
+def guard_may_search(quality: SourceQuality, thresholds: Thresholds) -> bool:
+    """A.2: "A targeted follow-up search is issued only when the dynamic evidence includes at least one
+    high-quality source (n_high >= 1); otherwise, the proposed override is rejected without further
+    retrieval." """
+    return quality.n_high >= thresholds.guard_min_high
+
+
+def followup_found_evidence(round_: FollowUpRound) -> bool:
+    """The guard's follow-up brought back at least one page the bundle did not already hold. A failed search or
+    one that found only known pages adds nothing to assess: an override granted then would rest on evidence
+    the follow-up never found (the initial pages already decided the route that asked for the guard)."""
+    return bool(round_.passages)
+
+
+def guard_grants(assessment: GuardAssessment) -> bool:
+    """A.2: granted only when the follow-up assessment supports the challenger, establishes that the default
+    is not better supported, is aligned with the query, supports the exact option, and leaves no material
+    unresolved conflict: all five, no partial credit."""
+    return assessment.all_hold()
+
+
+def option_support(judgment: OptionJudgment | None, answer: Answer | None) -> bool | None:
+    """The paper's "support at the exact option level": every letter of `answer` judged supported.
+
+    None when there is no judgement to consult (the judge was off, or the answer is free text).
+    """
+    if judgment is None or answer is None or not answer.letters:
+        return None
+    return all(
+        (v := judgment.verdict_for(letter)) is not None and v.verdict == "supported" for letter in answer.letters
+    )
+
+
+def judge_backs_challenger(bundle: EvidenceBundle, challenger: Answer) -> bool | None:
+    """The paper's "support at the exact option level", from the option-wise judge when it answered the
+    dynamic pathway: every challenger option judged supported with valid citations. None when there is no
+    judgement, and then the guard/audit assessment alone decides. Verdicts never change during adjudication,
+    so a False vetoes the override (or challenge) before any follow-up search is spent on it."""
+    return option_support(bundle.candidate("dynamic").judgment, challenger)
+
+
+# ------------------------------------------------------------------------------------------- challenge audit
+
+
+def audit_applies(route: Route, agreement: Agreement) -> bool:
+    """A.2: invoked "when the verifier does not initially accept the dynamic candidate, but the dynamic
+    pathway challenges an existing parametric-local consensus, a_param = a_local != a_dynamic"."""
+    return route_spec(route).audit and agreement.parametric_local is True and agreement.parametric_dynamic is False
+
+
+def audit_has_evidence(quality: SourceQuality, thresholds: Thresholds) -> bool:
+    """A.2: "The challenge is considered only when the retrieved evidence contains at least one
+    high-quality source or at least two medium-quality sources (n_high >= 1 or n_medium >= 2)." """
+    return quality.n_high >= thresholds.audit_min_high or quality.n_medium >= thresholds.audit_min_medium
+
+
+def audit_accepts(assessment: AuditAssessment) -> bool:
+    """A.2: the challenge is accepted only if "the follow-up evidence ... clearly support[s] the challenger"
+    (and is aligned with the question at the exact option)."""
+    return assessment.accepts()
+
+
+# ------------------------------------------------------------------------------------------- follow-up
+
+
+def may_follow_up(rounds_done: int, thresholds: Thresholds) -> bool:
+    """Section 2.3.3: follow-up retrieval for needs_more_search is bounded by max_followup_rounds."""
+    return rounds_done < thresholds.max_followup_rounds
+
+
+def competing_answers(bundle: EvidenceBundle) -> list[tuple[PathwayName, Answer]]:
+    """Distinct answers in play, first pathway to give each: what a targeted follow-up query must separate."""
+    seen: list[tuple[PathwayName, Answer]] = []
+    for candidate in bundle.candidates:
+        if candidate.answer is not None and all(candidate.answer != answer for _, answer in seen):
+            seen.append((candidate.pathway, candidate.answer))
+    return seen
