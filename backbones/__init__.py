@@ -31,7 +31,6 @@ if TYPE_CHECKING:
         parse_backbone,
         parse_backbones,
     )
-    from clearmed.backbones.context_window import context_window, served_context_window
     from clearmed.backbones.embedded import AsyncLlamaCppEngine, EngineStats, LlamaCppEngine
     from clearmed.backbones.errors import ConfigError, format_validation_error
     from clearmed.backbones.factory import build_lm, lm_label
@@ -40,6 +39,10 @@ if TYPE_CHECKING:
     from clearmed.backbones.pricing import cost_usd, price_of
     from clearmed.backbones.reasoning import REASONING_MAX_TOKENS, collect_thinking, split_thinking
     from clearmed.backbones.retry_wait import install_retry_policy
+
+# The one name that is also its module's: importing the module anywhere (the LM client does) binds the package's
+# attribute to the module, which a lazy lookup would never replace; so it is bound here (it imports no DSPy).
+from clearmed.backbones.context_window import context_window, served_context_window
 
 _HOME: dict[str, str] = {
     "ClearmedLM": "clearmed.backbones.client",
@@ -50,8 +53,6 @@ _HOME: dict[str, str] = {
     "is_openai_reasoning_model": "clearmed.backbones.config",
     "parse_backbone": "clearmed.backbones.config",
     "parse_backbones": "clearmed.backbones.config",
-    "context_window": "clearmed.backbones.context_window",
-    "served_context_window": "clearmed.backbones.context_window",
     "AsyncLlamaCppEngine": "clearmed.backbones.embedded",
     "EngineStats": "clearmed.backbones.embedded",
     "LlamaCppEngine": "clearmed.backbones.embedded",

@@ -26,6 +26,8 @@ from dspy.utils.exceptions import (
     LMUnsupportedModelError,
 )
 
+from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.context_window import context_window
 from clearmed.backbones.reasoning import record_thinking, split_thinking
 from clearmed.errors import FatalCause, FatalServiceError
 
@@ -39,11 +41,31 @@ _LITELLM_PREFIX = re.compile(r"^litellm\.\w+: (?:\w+: )?(?:\w+Exception - )?")
 class ClearmedLM(dspy.LM):
     """`dspy.LM` that strips thinking, leaves a thinking backbone room, and raises fatal errors as such."""
 
-    def __init__(self, model: str, *, service: str = "", min_output_tokens: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        service: str = "",
+        min_output_tokens: int | None = None,
+        backbone: BackboneConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(model, **kwargs)
         # Names the backbone in a fatal error's one line ("main backbone openai/o3-mini").
         self.service = service or f"LM {model}"
         self.min_output_tokens = min_output_tokens
+        self.backbone = backbone
+        self._window: int | None = None
+        self._window_known = backbone is None
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens per call (`backbones.context_window`), looked up on first use, since asking a server is a request
+        and building an LM makes none; None without a backbone config or when nothing reports it."""
+        if not self._window_known and self.backbone is not None:
+            self._window = context_window(self.backbone, self)  # two threads may both ask once: same answer
+            self._window_known = True
+        return self._window
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         try:

@@ -57,6 +57,7 @@ def build_lm(
         "num_retries": cfg.num_retries,
         "service": f"{role} backbone {cfg.dspy_model}" + (f" at {cfg.api_base}" if cfg.api_base else ""),
         "min_output_tokens": cfg.min_output_tokens,
+        "backbone": cfg,
     }
     if cfg.top_p is not None:
         common["top_p"] = cfg.top_p

@@ -29,11 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "MAX_TOP_LOGPROBS",
+    "EndpointCapabilities",
     "NextTokenScores",
     "OpenAICompatibleScorer",
     "ScoringError",
     "TokenScorer",
     "candidate_logprobs",
+    "probe_capabilities",
     "scorer_for",
     "spellings",
 ]
@@ -222,3 +224,63 @@ def scorer_for(lm: Any) -> TokenScorer | None:
             timeout=float(kwargs.get("timeout") or 60.0),
         )
     return None
+
+
+class EndpointCapabilities(BaseModel):
+    """What an OpenAI-compatible endpoint does of what `OpenAICompatibleScorer` needs; a note says why not (or, when
+    the endpoint could not be asked, the value is None)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    logprobs: bool | None
+    logprobs_note: str = ""
+    continues_message: bool | None
+    continue_note: str = ""
+
+
+_PROBE_QUESTION: Final = [{"role": "user", "content": "Answer with one letter: A or B?"}]
+
+
+def probe_capabilities(
+    api_base: str, model: str, api_key: str | None, *, timeout: float = 30.0
+) -> EndpointCapabilities:
+    """Two one-token requests: does the endpoint return ``top_logprobs`` (``logprobs: true, top_logprobs: 5``), and
+    does it take a final assistant message to continue (``continue_final_message: true, add_generation_prompt:
+    false``, vLLM's and SGLang's fields)? A server that ignores unknown fields (OpenAI, llama.cpp's server) also
+    answers the second with 200, so "accepted" means "not refused"; the first is checked in the reply itself."""
+    url = api_base.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    base: dict[str, Any] = {"model": model, "max_tokens": 1, "temperature": 0.0}
+
+    def ask(body: dict[str, Any]) -> requests.Response | str:
+        try:
+            return requests.post(url, json={**base, **body}, headers=headers, timeout=timeout)
+        except requests.RequestException as exc:
+            return f"request failed: {type(exc).__name__}"
+
+    answer = ask({"messages": _PROBE_QUESTION, "logprobs": True, "top_logprobs": 5})
+    logprobs, logprobs_note = _refusal(answer)
+    if logprobs is True and isinstance(answer, requests.Response):  # answered: is the list there?
+        try:
+            top = answer.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            logprobs, logprobs_note = bool(top), f"{len(top)} top tokens" if top else "an empty top_logprobs list"
+        except (ValueError, KeyError, IndexError, TypeError):
+            logprobs, logprobs_note = False, "the reply has no top_logprobs"
+    turn = [*_PROBE_QUESTION, {"role": "assistant", "content": "The answer is"}]
+    continues, continue_note = _refusal(
+        ask({"messages": turn, "continue_final_message": True, "add_generation_prompt": False})
+    )
+    if api_key:  # a server may quote the request's key in its error text; the notes are printed
+        logprobs_note, continue_note = (note.replace(api_key, "***") for note in (logprobs_note, continue_note))
+    return EndpointCapabilities(
+        logprobs=logprobs, logprobs_note=logprobs_note, continues_message=continues, continue_note=continue_note
+    )
+
+
+def _refusal(answer: requests.Response | str) -> tuple[bool | None, str]:
+    """(True, "") for an HTTP 200; (False, why) for a refusal; (None, why) when the request itself failed."""
+    if isinstance(answer, str):
+        return None, answer
+    if answer.status_code != 200:
+        return False, f"HTTP {answer.status_code}: {_error_text(answer)}"
+    return True, ""

@@ -22,6 +22,7 @@ import dspy
 from dspy.lm15 import Message, Request, Response, TextPart, Usage
 
 from clearmed.backbones.scoring import NextTokenScores, ScoringError
+from clearmed.demo_bundle import demo_dir
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import Retriever, WebSearch
@@ -307,3 +308,25 @@ def build_toy_program(
         role_lms=role_lms,
     )
     return program, engine, assessor_engine
+
+
+# ------------------------------------------------------------------------------------------ config files
+# The config most command-line tests run: a main backbone nobody answers (the tests put a scripted LM in its place),
+# the demo textbook as the corpus and the demo web pages offline.
+UNREACHABLE_BACKBONE = 'kind = "openai_compatible"\nmodel = "m"\napi_base = "http://127.0.0.1:9/v1"'
+
+
+def demo_config_toml(*, backbone: str | None = UNREACHABLE_BACKBONE, **sections: str | None) -> str:
+    """A config's TOML text: ``[backbones.main]`` from ``backbone``, then ``[corpus]`` and ``[search]`` on the demo
+    bundle, then any other tables by name (``program=``, ``run=``), each given its body. A section given as None
+    (or ``backbone=None``) is left out; a given ``corpus`` or ``search`` replaces the demo one."""
+    demo = demo_dir()
+    tables: dict[str, str | None] = {
+        "backbones.main": backbone,
+        "corpus": f'backend = "memory"\npath = "{demo / "textbook.jsonl"}"\n'
+        'fields = { id = "id", title = "title", text = "text" }',
+        "search": f'backend = "offline"\npages = "{demo / "web_pages.jsonl"}"\n'
+        'fields = { id = "id", title = "title", text = "text", url = "url", date = "published" }',
+    }
+    tables.update(sections)
+    return "".join(f"\n[{name}]\n{body.strip()}\n" for name, body in tables.items() if body is not None)

@@ -5,7 +5,8 @@
 Checks, in order: the llama.cpp build (version, system info, the CPU flags it was built for against this
 CPU's), the embedded model file (path, size, sha256), the engine self-check in a child process with its
 prompt and generation tokens/s, then the optional backends the config names (the Tavily key's presence,
-OpenAI-compatible endpoints reachable; for a Lucene corpus, which Java and pyserini were found and every
+OpenAI-compatible endpoints reachable, and whether they return log-probabilities and continue an assistant
+message, which log-probability scoring needs; for a Lucene corpus, which Java and pyserini were found and every
 corpus's index: documents, size, whether it opens). Keys are never printed: only whether they are set and
 whether the server accepted them. Exit 0 when everything the config needs works, 1 otherwise.
 """
@@ -31,6 +32,7 @@ from clearmed.backbones.engine_build import (
 )
 from clearmed.backbones.llama_runtime import llama_cpp_available
 from clearmed.backbones.model_files import ModelFileError, file_sha256, resolve_model_path
+from clearmed.backbones.scoring import EndpointCapabilities, probe_capabilities
 from clearmed.backbones.selfcheck import EngineProbe, probe_engine
 from clearmed.retrieval.config import CorpusConfig
 
@@ -137,12 +139,25 @@ def check_endpoint(role: str, backbone: BackboneConfig, *, say: Say) -> bool:
     key_note = f", key {_key_state(backbone.api_key_env)}" if backbone.api_key_env else ""
     if status == 200:
         say(f"{role}: {backbone.model} at {backbone.api_base}: reachable{key_note}")
+        report_capabilities(role, probe_capabilities(str(backbone.api_base), backbone.model, key or None), say=say)
         return True
     if isinstance(status, int):
         say(f"{role}: {backbone.model} at {backbone.api_base}: answered HTTP {status}{key_note}")
     else:
         say(f"{role}: {backbone.model} at {backbone.api_base}: {status}{key_note}")
     return False
+
+
+def report_capabilities(role: str, found: EndpointCapabilities, *, say: Say) -> None:
+    """What log-probability scoring (``mcq_decoding = "score"``) needs of the endpoint; informational, since a
+    backbone without it generates instead (and the run's summary counts scored against generated answers)."""
+    logprobs = {True: "yes", False: "no", None: "unknown"}[found.logprobs]
+    continues = {True: "accepted", False: "refused", None: "unknown"}[found.continues_message]
+    say(f"{role}: log-probabilities: {logprobs}" + (f" ({found.logprobs_note})" if found.logprobs_note else ""))
+    say(
+        f"{role}: continued assistant message: {continues}"
+        + (f" ({found.continue_note})" if found.continue_note else "")
+    )
 
 
 def check_tavily(api_key_env: str, api_base_url: str | None, *, say: Say) -> bool:

@@ -9,6 +9,7 @@ withheld from every prompt. Truncation keeps prompts inside the budget of small 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from clearmed.retrieval.screening import screen
@@ -73,6 +74,18 @@ def format_passages(
         text = _neutralise(truncate_words(passage.text, words))
         blocks.append(f"[{passage.id}] ({source})\n{_OPEN}\n{text}\n{_CLOSE}")
     return "\n".join(blocks)
+
+
+# One rendered passage: its id line (and a results list's title line), then its fenced text. Text inside a fence
+# never holds the closing marker (`_neutralise`), so the first closing line after an opening one ends the passage.
+_PASSAGE_BLOCK = re.compile(
+    rf"^\[[^\]\n]+\][^\n]*\n(?:title: [^\n]*\n)?{_OPEN}\n.*?\n{_CLOSE}$", flags=re.MULTILINE | re.DOTALL
+)
+
+
+def passage_blocks(text: str) -> list[re.Match[str]]:
+    """The passages in a rendered evidence field (`format_passages`, `format_search_results`), in order."""
+    return list(_PASSAGE_BLOCK.finditer(text))
 
 
 def format_search_results(passages: Sequence[Passage], words: int | None, features: dict[str, str]) -> str:

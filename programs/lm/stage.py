@@ -19,12 +19,15 @@ from dspy.utils.exceptions import (
 )
 from dspy.utils.usage_tracker import UsageTracker
 
+from clearmed.backbones.reasoning import collect_thinking
 from clearmed.errors import FatalServiceError
 from clearmed.programs.lm.adapter import TolerantChatAdapter
+from clearmed.programs.lm.prompt_fit import PromptFit, fit_prompt
 from clearmed.programs.lm.run_context import current
 from clearmed.programs.settings import Stage
 from clearmed.retries import count_retries
 from clearmed.signatures.records import CallUsage, ErrorKind, StepError
+from clearmed.signatures.records.usage import THINKING_KEPT
 
 _MAX_MESSAGE = 300
 # Failures still there after the client's retries that a later attempt may not meet: the question is degraded.
@@ -77,9 +80,28 @@ def error_from_exception(stage: str, exc: BaseException) -> StepError:
     return StepError(stage=stage, kind="internal_error", message=_short(f"{type(exc).__name__}: {exc}"))
 
 
+def context_window(lm: dspy.BaseLM | None) -> int | None:
+    """The LM's window in tokens when it says (`ClearmedLM.context_window`; read by duck typing, like
+    `run_context.supports_concurrency`), else None."""
+    value = getattr(lm, "context_window", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def output_budget(lm: dspy.BaseLM | None, budget: int | None) -> int | None:
+    """Tokens the call may write: the stage's cap, else the LM's own, raised to a thinking backbone's floor
+    (`ClearmedLM.min_output_tokens`), as the client will raise it."""
+    asked = budget or (getattr(lm, "kwargs", None) or {}).get("max_tokens")
+    floor = getattr(lm, "min_output_tokens", None)
+    values = [value for value in (asked, floor) if isinstance(value, int) and not isinstance(value, bool)]
+    return max(values) if values else None
+
+
 def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageResult:
     """Call `predictor` for `stage` under the run context; record usage; never raise for LM failures (a
-    `FatalServiceError` is no failure of this step: it stops the run)."""
+    `FatalServiceError` is no failure of this step: it stops the run).
+
+    Passages are left out first if the prompt would not fit the LM's context window (`prompt_fit`); the usage row
+    says how many, and keeps the start of the model's thinking (`backbones.reasoning`)."""
     context = current()
     role, lm = context.lm_for(stage)
     budget = context.settings.max_tokens.get(stage)
@@ -88,10 +110,16 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
     started = time.perf_counter()
     prediction: dspy.Prediction | None = None
     error: StepError | None = None
+    fit = PromptFit(dict(inputs))
     try:
-        with count_retries() as retries, dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker):
+        fit = fit_prompt(predictor, adapter, inputs, window=context_window(lm), output_budget=output_budget(lm, budget))
+        with (
+            count_retries() as retries,
+            collect_thinking() as thinking,
+            dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker),
+        ):
             config = {"max_tokens": budget} if budget else {}
-            prediction = predictor(**inputs, config=config)
+            prediction = predictor(**fit.inputs, config=config)
     except FatalServiceError:
         raise
     except Exception as exc:  # every failure of an LM step is recorded, by design
@@ -110,6 +138,10 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
             cached=not entries and error is None and is_cacheable(lm),
             failed=error is not None,
             retries=retries.total,
+            passages_dropped=fit.dropped,
+            fit_tokens=fit.limit,
+            thinking=thinking.text[:THINKING_KEPT],
+            thinking_chars=len(thinking.text),
         )
     )
     return StageResult(prediction=prediction, error=error)

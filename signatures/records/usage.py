@@ -41,11 +41,17 @@ class StepError(Record):
         return redact_secrets(value) if value is not None else None
 
 
+# Characters of a stage's thinking kept in its usage row: enough to see how it reasoned, not a transcript.
+THINKING_KEPT = 4000
+
+
 class CallUsage(Record):
     """One LM or search call: what it cost. Cache hits cost no tokens but are still listed.
 
     `retries` are the attempts the client repeated (rate limits, server errors); `credits` what a metered search
-    service billed (Tavily: 1 per basic search, 2 per advanced; 0 for a cache hit)."""
+    service billed (Tavily: 1 per basic search, 2 per advanced; 0 for a cache hit). `passages_dropped` passages were
+    left out so the prompt would fit `fit_tokens` (`programs.lm.prompt_fit`); `thinking` is the start of what a
+    reasoning model thought before answering (at most `THINKING_KEPT` characters of `thinking_chars`)."""
 
     stage: str
     role: str = "main"
@@ -58,3 +64,15 @@ class CallUsage(Record):
     failed: bool = False
     retries: int = 0
     credits: float = 0.0
+    passages_dropped: int = 0
+    fit_tokens: int | None = None
+    thinking: str = ""
+    thinking_chars: int = 0
+
+    @property
+    def note(self) -> str:
+        """What the trail says about the call beyond its cost ("" when nothing)."""
+        if not self.passages_dropped:
+            return ""
+        plural = "passage" if self.passages_dropped == 1 else "passages"
+        return f"{self.passages_dropped} {plural} dropped to fit {self.fit_tokens:,} prompt tokens"

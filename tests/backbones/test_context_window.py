@@ -79,3 +79,12 @@ def test_the_key_goes_to_the_server(key: str | None) -> None:
         server.shutdown()
         server.server_close()
     assert seen == [f"Bearer {key}" if key else None]
+
+
+def test_a_built_lm_asks_the_server_on_first_use_and_remembers() -> None:
+    with ScriptedOpenAI(max_model_len=32768, models=["Qwen/Qwen3.5-9B"]) as server:
+        lm = build_lm(vllm(server.api_base))
+        assert lm.context_window == 32768
+    assert lm.context_window == 32768  # the server is gone: not asked again
+    configured = build_lm(vllm("http://127.0.0.1:9/v1", context_window=4096))
+    assert configured.context_window == 4096

@@ -21,6 +21,7 @@ from clearmed.evaluation import read_records
 from clearmed.evaluation.degraded import step_errors
 from clearmed.evaluation.store import DEGRADED
 from clearmed.retrieval.corpus import CorpusError, shared_data_root
+from clearmed.testing import demo_config_toml
 
 from .llama_server import MODEL_ALIAS, LlamaServer, ThrottlingProxy, llama_server_available
 
@@ -71,18 +72,7 @@ backend = "offline"
 preset = "medquad"
 index_dir = "~/.cache/clearmed/indexes/medquad"
 """
-DEMO = Path(__file__).resolve().parents[2] / "demo"
-DEMO_EVIDENCE = f"""
-[corpus]
-backend = "memory"
-path = "{DEMO / "textbook.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text" }}
-
-[search]
-backend = "offline"
-pages = "{DEMO / "web_pages.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text", url = "url", date = "published" }}
-"""
+DEMO_EVIDENCE = demo_config_toml(backbone=None)
 
 
 def _has_shared_data() -> bool:

@@ -20,6 +20,7 @@ from clearmed.backbones.scoring import (
     NextTokenScores,
     OpenAICompatibleScorer,
     ScoringError,
+    probe_capabilities,
     scorer_for,
 )
 from clearmed.testing import JsonHandler, QuietHTTPServer
@@ -340,3 +341,36 @@ def test_non_finite_log_probabilities_are_refused(logprobs: dict[str, float]) ->
     # Issue 25: these gave a distribution of NaNs, the pool picked "A" and the record failed to reload.
     with pytest.raises(ScoringError, match=r"non-finite|no candidate has a finite"):
         NextTokenScores(logprobs=logprobs)
+
+
+def test_the_capability_probe_on_vllm(vllm: FakeVLLM) -> None:
+    found = probe_capabilities(vllm.api_base, "Qwen/Qwen3.5-9B", KEY)
+    assert (found.logprobs, found.continues_message) == (True, True)
+    assert found.logprobs_note.endswith(" top tokens")
+    asked, continued = vllm.requests[-2:]
+    assert (asked["logprobs"], asked["top_logprobs"], asked["max_tokens"]) == (True, 5, 1)
+    assert (continued["continue_final_message"], continued["add_generation_prompt"]) == (True, False)
+    assert continued["messages"][-1]["role"] == "assistant"
+    assert vllm.prompts[-1].endswith("The answer is")  # rendered inside the open assistant turn
+
+
+def test_the_capability_probe_on_servers_that_cannot() -> None:
+    from .fake_openai import ScriptedOpenAI, openai_error
+
+    with ScriptedOpenAI() as server:  # answers 200 without log-probabilities; refuses the continued message
+        server.script.append((200, server.completion({"model": "m"}), {}))
+        server.script.append(openai_error(400, "continue_final_message is not supported"))
+        found = probe_capabilities(server.api_base, "m", None)
+    assert (found.logprobs, found.logprobs_note) == (False, "the reply has no top_logprobs")
+    assert (found.continues_message, found.continue_note) == (
+        False,
+        "HTTP 400: continue_final_message is not supported",
+    )
+    with ScriptedOpenAI() as server:
+        server.script.append(openai_error(400, "logprobs are not supported for key sk-secret-key-000000"))
+        found = probe_capabilities(server.api_base, "m", "sk-secret-key-000000")
+    assert (found.logprobs, found.logprobs_note) == (False, "HTTP 400: logprobs are not supported for key ***")
+    assert found.continues_message is True  # a 200: not refused
+    unreachable = probe_capabilities("http://127.0.0.1:9/v1", "m", None, timeout=2)
+    assert (unreachable.logprobs, unreachable.continues_message) == (None, None)
+    assert unreachable.logprobs_note.startswith("request failed: ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from clearmed import cli
 from clearmed.backbones.engine_build import REINSTALL_COMMAND
 from clearmed.backbones.selfcheck import EngineProbe
 from clearmed.commands import doctor
-from clearmed.testing import JsonHandler, QuietHTTPServer
+from clearmed.testing import JsonHandler, QuietHTTPServer, demo_config_toml
 
 SECRET = "sk-doctor-0123456789abcdef"
 
@@ -33,6 +34,21 @@ class FakeModelsServer:
                     status, body = 404, {"detail": "Not Found"}
                 self.send_json(status, body)
 
+            def do_POST(self) -> None:  # a one-token completion, with log-probabilities when asked
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.posts.append(request)
+                if request.get("continue_final_message") and owner.refuse_continue:  # as llama.cpp's server could
+                    return self.send_json(400, {"error": {"message": "continue_final_message is not supported"}})
+                choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": "A"}}
+                if request.get("logprobs") and owner.logprobs:
+                    top = [{"token": "A", "logprob": -0.1}, {"token": "B", "logprob": -2.4}]
+                    choice["logprobs"] = {"content": [{"token": "A", "logprob": -0.1, "top_logprobs": top}]}
+                self.send_json(200, {"object": "chat.completion", "choices": [choice]})
+
+        owner = self
+        self.posts: list[dict[str, Any]] = []
+        self.logprobs = True
+        self.refuse_continue = False
         self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -151,6 +167,10 @@ api_base_url = "{models_server.base}"
     assert cli.main(["doctor", "-c", config]) == 0
     out = capsys.readouterr().out
     assert f"at {models_server.base}/v1: reachable, key VLLM_KEY set" in out
+    assert "main: log-probabilities: yes (2 top tokens)\nmain: continued assistant message: accepted\n" in out
+    asked, continued = models_server.posts
+    assert (asked["logprobs"], asked["top_logprobs"], asked["max_tokens"]) == (True, 5, 1)
+    assert (continued["continue_final_message"], continued["add_generation_prompt"]) == (True, False)
     assert "key TAVILY_API_KEY set" in out
     assert SECRET not in out
     # A wrong key: the server answers 401, still no key in the output.
@@ -161,6 +181,23 @@ api_base_url = "{models_server.base}"
     assert "answered HTTP 401" in out
     assert "TAVILY_API_KEY NOT SET" in out
     assert "sk-wrong-key" not in out
+
+
+def test_an_endpoint_without_log_probabilities_is_reported_not_failed(
+    tmp_path: Path, models_server: FakeModelsServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VLLM_KEY", SECRET)
+    models_server.logprobs, models_server.refuse_continue = False, True
+    config = write_config(
+        tmp_path,
+        f'[backbones.main]\nkind = "openai_compatible"\nmodel = "m"\napi_base = "{models_server.base}/v1"\n'
+        'api_key_env = "VLLM_KEY"\n',
+    )
+    assert cli.main(["doctor", "-c", config]) == 0  # scoring falls back to generating: not a failed check
+    out = capsys.readouterr().out
+    assert "main: log-probabilities: no (the reply has no top_logprobs)" in out
+    assert "main: continued assistant message: refused (HTTP 400: continue_final_message is not supported)" in out
+    assert SECRET not in out
 
 
 def test_unreachable_endpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,20 +217,8 @@ def test_doctor_with_the_real_embedded_model(capsys: pytest.CaptureFixture[str])
 
 
 def lucene_config(tmp_path: Path, db: Path) -> str:
-    return write_config(
-        tmp_path,
-        f"""
-[backbones.main]
-kind = "openai_compatible"
-model = "m"
-api_base = "http://127.0.0.1:9/v1"
-
-[corpus]
-backend = "lucene"
-db_dir = "{db}"
-corpora = ["textbooks", "pubmed", "wikipedia"]
-""",
-    )
+    corpus = f'backend = "lucene"\ndb_dir = "{db}"\ncorpora = ["textbooks", "pubmed", "wikipedia"]'
+    return write_config(tmp_path, demo_config_toml(corpus=corpus, search=None))
 
 
 @pytest.fixture

@@ -15,9 +15,15 @@ from clearmed import assemble
 from clearmed.backbones.client import ClearmedLM
 from clearmed.cli import main
 from clearmed.evaluation import read_records
-from clearmed.testing import ScriptedCall, ScriptedEngine, _AsyncScriptedEngine, label_all, verifier_reply
-
-REPO = Path(__file__).resolve().parents[2]
+from clearmed.testing import (
+    UNREACHABLE_BACKBONE,
+    ScriptedCall,
+    ScriptedEngine,
+    _AsyncScriptedEngine,
+    demo_config_toml,
+    label_all,
+    verifier_reply,
+)
 
 
 def answer_a(call: ScriptedCall) -> dict[str, object]:
@@ -37,32 +43,13 @@ SCRIPT: dict[str, Any] = {
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     """A remote backbone at $1,000/$2,000 per million tokens over the demo bundle's textbook and pages."""
-    demo = REPO / "demo"
     path = tmp_path / "remote.toml"
     path.write_text(
-        f"""
-[backbones.main]
-kind = "openai_compatible"
-model = "m"
-api_base = "http://127.0.0.1:9/v1"
-price = {{ input = 1000.0, output = 2000.0 }}
-
-[corpus]
-backend = "memory"
-path = "{demo / "textbook.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text" }}
-
-[search]
-backend = "offline"
-pages = "{demo / "web_pages.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text", url = "url", date = "published" }}
-
-[program]
-json_fallback = false
-
-[run]
-runs_dir = "{tmp_path / "runs"}"
-""",
+        demo_config_toml(
+            backbone=UNREACHABLE_BACKBONE + "\nprice = { input = 1000.0, output = 2000.0 }",
+            program="json_fallback = false",
+            run=f'runs_dir = "{tmp_path / "runs"}"',
+        ),
         encoding="utf-8",
     )
     return path

@@ -363,3 +363,36 @@ def test_a_missing_chromium_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, 
     assert headless.find_chromium() is None
     with pytest.raises(headless.ChromiumError, match="no Chromium found"):
         headless.dump_dom(tmp_path / "index.html")
+
+
+def test_a_question_page_shows_trimmed_evidence_and_the_thinking(tmp_path: Path) -> None:
+    from clearmed.signatures.records import Answer, CallUsage, Decision, EvidenceBundle
+    from clearmed.testing import QUESTION
+
+    usage = [
+        CallUsage(stage="parametric", prompt_tokens=10),
+        CallUsage(
+            stage="verifier",
+            prompt_tokens=900,
+            passages_dropped=3,
+            fit_tokens=7700,
+            thinking="<b>cold intolerance</b> points to",
+            thinking_chars=9000,
+        ),
+    ]
+    decision = Decision(
+        question_id=QUESTION.id,
+        status="answered",
+        answer=Answer.of_letters("A"),
+        deciding_rule="verifier",
+        bundle=EvidenceBundle(question=QUESTION, candidates=[]),
+        usage=usage,
+        program="clear",
+    )
+    run = write_run_folder(tmp_path / "run", [decision], program="clear", benchmark="toy", source="memory", seconds=1)
+    write_html_report([run], tmp_path / "out")
+    html = (tmp_path / "out" / "runs" / "run" / "q" / page_name(0, QUESTION.id)).read_text()
+    assert "verifier: 3 passages dropped to fit 7,700 prompt tokens" in html
+    assert "verifier: thinking (9000 characters, the first 33 kept)" in html
+    assert "&lt;b&gt;cold intolerance&lt;/b&gt; points to" in html  # the model's words, escaped
+    assert "parametric: thinking" not in html

@@ -28,12 +28,19 @@ from clearmed.evaluation import EvalSpec, read_records, run_evaluation
 from clearmed.evaluation.store import RESULTS
 from clearmed.programs.settings import ProgramSettings
 from clearmed.signatures.records import Question
-from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, scripted_lm, verifier_reply
+from clearmed.testing import (
+    QUESTION,
+    build_toy_program,
+    demo_config_toml,
+    label_all,
+    pathway_replies,
+    scripted_lm,
+    verifier_reply,
+)
 
 pytestmark = pytest.mark.reliability
 
 CATEGORY = "lost work"
-REPO = Path(__file__).resolve().parents[2]
 CONFIG = parse_config(
     {"backbones": {"main": {"kind": "openai_compatible", "model": "m", "api_base": "http://127.0.0.1:9/v1"}}},
     source="test.toml",
@@ -245,31 +252,8 @@ def medqa_file(path: Path, n: int) -> Path:
 
 
 def cli_config(tmp_path: Path) -> Path:
-    demo = REPO / "demo"
     config = tmp_path / "scripted.toml"
-    config.write_text(
-        f"""
-[backbones.main]
-kind = "openai_compatible"
-model = "m"
-api_base = "http://127.0.0.1:9/v1"
-
-[corpus]
-backend = "memory"
-path = "{demo / "textbook.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text" }}
-
-[search]
-backend = "offline"
-pages = "{demo / "web_pages.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text", url = "url", date = "published" }}
-
-[program]
-local_k = 2
-dynamic_k = 2
-""",
-        encoding="utf-8",
-    )
+    config.write_text(demo_config_toml(program="local_k = 2\ndynamic_k = 2"), encoding="utf-8")
     return config
 
 

@@ -15,12 +15,11 @@ import pytest
 from clearmed.cli import main
 from clearmed.errors import FatalServiceError
 from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
-from clearmed.testing import build_toy_program, label_all, pathway_replies, verifier_reply
+from clearmed.testing import build_toy_program, demo_config_toml, label_all, pathway_replies, verifier_reply
 
 pytestmark = pytest.mark.reliability
 
 CATEGORY = "secrets"
-REPO = Path(__file__).resolve().parents[2]
 OPENAI_KEY = "sk-FAKE-SECRET-456-abcdefghijklmnop"
 TAVILY_KEY = "tvly-FAKE-SECRET-123-qrstuvwxyz"
 SECRETS = (OPENAI_KEY, TAVILY_KEY)
@@ -58,33 +57,13 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_server) -> Pat
     lm_server, search_server = fake_server(), fake_server()
     lm_server.respond = echo_key
     search_server.respond = echo_key
-    demo = REPO / "demo"
     config = tmp_path / "keys.toml"
-    config.write_text(
-        f"""
-[backbones.main]
-kind = "openai_compatible"
-model = "m"
-api_base = "{lm_server.url}/v1"
-api_key_env = "OPENAI_API_KEY"
-num_retries = 0
-
-[corpus]
-backend = "memory"
-path = "{demo / "textbook.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text" }}
-
-[search]
-backend = "tavily"
-cache_path = "{tmp_path / "search-cache.sqlite"}"
-tavily = {{ api_base_url = "{search_server.url}", api_key_env = "TAVILY_API_KEY" }}
-
-[run]
-runs_dir = "{tmp_path / "runs"}"
-lm_cache_dir = "{tmp_path / "lm-cache"}"
-""",
-        encoding="utf-8",
-    )
+    backbone = f'kind = "openai_compatible"\nmodel = "m"\napi_base = "{lm_server.url}/v1"\n'
+    backbone += 'api_key_env = "OPENAI_API_KEY"\nnum_retries = 0'
+    search = f'backend = "tavily"\ncache_path = "{tmp_path / "search-cache.sqlite"}"\n'
+    search += f'tavily = {{ api_base_url = "{search_server.url}", api_key_env = "TAVILY_API_KEY" }}'
+    run = f'runs_dir = "{tmp_path / "runs"}"\nlm_cache_dir = "{tmp_path / "lm-cache"}"'
+    config.write_text(demo_config_toml(backbone=backbone, search=search, run=run), encoding="utf-8")
     return config
 
 

@@ -39,7 +39,7 @@ from clearmed.retrieval.lucene import (
 )
 from clearmed.retrieval.medrag_layout import MEDCORP, ChunkFiles, chunk_address, expand_corpora
 from clearmed.signatures.records import Passage, Provenance
-from clearmed.testing import label_all, pathway_replies, scripted_lm, verifier_reply
+from clearmed.testing import demo_config_toml, label_all, pathway_replies, scripted_lm, verifier_reply
 
 CHUNK_ID = re.compile(r"^(Demo_Book_[AB]|article-\d+)_\d+$")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -499,31 +499,9 @@ def scripted_lm_for_cli(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def lucene_cli_config(tmp_path: Path, db: Path) -> Path:
-    demo = REPO_ROOT / "demo"
     config = tmp_path / "medcorp.toml"
-    config.write_text(
-        f"""
-[backbones.main]
-kind = "openai_compatible"
-model = "m"
-api_base = "http://127.0.0.1:9/v1"
-
-[corpus]
-backend = "lucene"
-db_dir = "{db}"
-corpora = ["textbooks", "statpearls"]
-
-[search]
-backend = "offline"
-pages = "{demo / "web_pages.jsonl"}"
-fields = {{ id = "id", title = "title", text = "text", url = "url", date = "published" }}
-
-[program]
-local_k = 6
-dynamic_k = 2
-""",
-        encoding="utf-8",
-    )
+    corpus = f'backend = "lucene"\ndb_dir = "{db}"\ncorpora = ["textbooks", "statpearls"]'
+    config.write_text(demo_config_toml(corpus=corpus, program="local_k = 6\ndynamic_k = 2"), encoding="utf-8")
     return config
 
 
