@@ -8,13 +8,23 @@ DSPy's LM does the calling, caching, retrying (with clearmed's wait: `backbones.
    `reasoning.collect_thinking()` scopes. ``lm.history`` keeps the raw completion.
 2. **Room to think.** For a backbone that thinks (`BackboneConfig.min_output_tokens`), a call's ``max_tokens`` is
    raised to that floor: a stage's small cap would otherwise be spent on the thought and the answer cut off.
-3. **Fatal errors stop.** An authentication, billing/quota or missing-model error (DSPy never retries those) is raised
-   as `clearmed.errors.FatalServiceError`, with the DSPy error as its cause; every other error passes unchanged.
+3. **Fatal errors stop.** An authentication, billing/quota or missing-model error is raised as
+   `clearmed.errors.FatalServiceError`, with the DSPy error as its cause.
+4. **One failure policy** (`backbones.failures`). Clearmed, not DSPy, retries: a transient failure (a rate limit, a
+   server error, a timeout, a dropped connection, a 200 whose body is no reply) is retried ``num_retries`` times with
+   clearmed's wait (`retry_wait.lm_retry_delay`, counted), then raised as it came; a context overflow is raised at once
+   as `failures.ContextOverflowError`, and a window it names is learned for the rest of the run (`context_window`);
+   anything else is raised at once.
+5. **A deadline per attempt.** A remote backbone's ``timeout`` bounds each attempt in total (`retries.bounded_call`),
+   not only the wait for the next byte; a second Ctrl-C cuts the attempt and the retries short (`retries.RetriesCut`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import dspy
@@ -23,23 +33,31 @@ from dspy.utils.exceptions import (
     LMBillingError,
     LMInvalidRequestError,
     LMNotConfiguredError,
+    LMTimeoutError,
     LMUnsupportedModelError,
 )
 
 from clearmed.backbones.config import BackboneConfig
-from clearmed.backbones.context_window import context_window
+from clearmed.backbones.context_window import Window, resolve_window
+from clearmed.backbones.failures import as_overflow, classify
 from clearmed.backbones.reasoning import record_thinking, split_thinking
+from clearmed.backbones.retry_wait import lm_retry_delay
+from clearmed.backbones.token_count import ServerTokenCounter
 from clearmed.errors import FatalCause, FatalServiceError
+from clearmed.retries import DeadlineExceeded, RetriesCut, bounded_call, pause, retries_cut
 
 __all__ = ["ClearmedLM", "fatal_lm_error", "strip_thinking"]
 
 # Server text quoted in a fatal error's one line is cut here.
 _MAX_DETAIL = 160
+# A module lock, not an attribute: DSPy copies and pickles LMs, and a lock can be neither.
+_WINDOW_LOCK = threading.Lock()
 _LITELLM_PREFIX = re.compile(r"^litellm\.\w+: (?:\w+: )?(?:\w+Exception - )?")
 
 
 class ClearmedLM(dspy.LM):
-    """`dspy.LM` that strips thinking, leaves a thinking backbone room, and raises fatal errors as such."""
+    """`dspy.LM` that strips thinking, leaves a thinking backbone room, retries by clearmed's policy, bounds each
+    attempt, learns its window from an overflow, and raises fatal errors as such."""
 
     def __init__(
         self,
@@ -48,44 +66,112 @@ class ClearmedLM(dspy.LM):
         service: str = "",
         min_output_tokens: int | None = None,
         backbone: BackboneConfig | None = None,
+        num_retries: int = 3,
         **kwargs: Any,
     ) -> None:
-        super().__init__(model, **kwargs)
+        super().__init__(model, num_retries=num_retries, **kwargs)
+        # Clearmed retries (`_call`); DSPy makes one attempt each time, so no failure is retried twice over.
+        self.max_retries = num_retries
+        self.num_retries = 0
         # Names the backbone in a fatal error's one line ("main backbone openai/o3-mini").
         self.service = service or f"LM {model}"
         self.min_output_tokens = min_output_tokens
         self.backbone = backbone
-        self._window: int | None = None
-        self._window_known = backbone is None
+        remote = backbone is not None and backbone.kind != "embedded"
+        self.deadline_s: float | None = backbone.timeout if remote and backbone is not None else None
+        self._bounded = remote
+        self._window: Window | None = None
+        self._learned: int | None = None
+        self._counter: ServerTokenCounter | None = None
+        if backbone is not None and backbone.kind == "openai_compatible" and self.kwargs.get("api_base"):
+            key = self.kwargs.get("api_key")
+            self._counter = ServerTokenCounter(
+                str(self.kwargs["api_base"]), backbone.model, None if key in (None, "none") else str(key)
+            )
+
+    def window(self) -> Window:
+        """The window and where it came from (`backbones.context_window`): a limit learned from an overflow wins;
+        otherwise looked up on first use (asking a server is a request, and building an LM makes none) and kept,
+        unless the server could not be asked, in which case the next use asks again."""
+        if self._learned is not None:
+            return Window(self._learned, "error", "named by a context-length error")
+        if self.backbone is None:
+            return Window(None, "unknown", "no backbone config")
+        with _WINDOW_LOCK:  # concurrent first stages ask the server once, not once each
+            if self._window is None or not self._window.settled:
+                self._window = resolve_window(self.backbone, self)
+            return self._window
 
     @property
     def context_window(self) -> int | None:
-        """Tokens per call (`backbones.context_window`), looked up on first use, since asking a server is a request
-        and building an LM makes none; None without a backbone config or when nothing reports it."""
-        if not self._window_known and self.backbone is not None:
-            self._window = context_window(self.backbone, self)  # two threads may both ask once: same answer
-            self._window_known = True
-        return self._window
+        """Tokens per call (`window`), None when nothing says."""
+        return self.window().tokens
+
+    def learn_window(self, tokens: int) -> None:
+        """The server named its window in an error: it holds for the rest of the run (the smallest, if several)."""
+        self._learned = tokens if self._learned is None else min(self._learned, tokens)
+
+    def count_tokens(self, text: str) -> int | None:
+        """``text``'s tokens as the server counts them (`backbones.token_count`), None when it cannot say."""
+        return self._counter.count(text) if self._counter is not None else None
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        try:
-            outputs = super().__call__(prompt, messages=messages, **self._room_to_think(kwargs))
-        except dspy.LMError as exc:
-            fatal = fatal_lm_error(exc, self.service, secret=self.kwargs.get("api_key"))
-            if fatal is None:
-                raise
-            raise fatal from exc
-        return strip_thinking(outputs)
+        kwargs = self._room_to_think(kwargs)
+
+        def attempt() -> Any:
+            return dspy.LM.__call__(self, prompt, messages=messages, **kwargs)
+
+        return strip_thinking(self._call(attempt))
+
+    def _call(self, attempt: Callable[[], Any]) -> Any:
+        tries = 0
+        while True:
+            try:
+                return bounded_call(attempt, self.deadline_s) if self._bounded else attempt()
+            except DeadlineExceeded as exc:
+                error: BaseException = LMTimeoutError(str(exc), model=self.model)
+            except dspy.LMError as exc:
+                error = exc
+            wait = self._after_failure(error, tries)
+            pause(wait)
+            tries += 1
+
+    def _after_failure(self, error: BaseException, tries: int) -> float:
+        """The wait before the next try of a transient failure (counted); raises anything else as the policy says."""
+        fatal = fatal_lm_error(error, self.service, secret=self.kwargs.get("api_key"))
+        if fatal is not None:
+            raise fatal from error
+        kind = classify(error)
+        if kind == "overflow":
+            overflow = as_overflow(error)
+            assert overflow is not None
+            if overflow.limit is not None:
+                self.learn_window(overflow.limit)
+            raise overflow from error
+        if kind != "transient" or tries >= self.max_retries or retries_cut():
+            raise error
+        return lm_retry_delay(error, tries)
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        try:
-            outputs = await super().acall(prompt, messages=messages, **self._room_to_think(kwargs))
-        except dspy.LMError as exc:
-            fatal = fatal_lm_error(exc, self.service, secret=self.kwargs.get("api_key"))
-            if fatal is None:
-                raise
-            raise fatal from exc
-        return strip_thinking(outputs)
+        kwargs = self._room_to_think(kwargs)
+        tries = 0
+        while True:
+            if retries_cut():
+                raise RetriesCut("retries cut short")
+            try:
+                outputs = await asyncio.wait_for(
+                    dspy.LM.acall(self, prompt, messages=messages, **kwargs), self.deadline_s
+                )
+                return strip_thinking(outputs)
+            except TimeoutError as exc:
+                error: BaseException = LMTimeoutError(
+                    f"no complete reply within {self.deadline_s:g} s", model=self.model
+                )
+                error.__cause__ = exc
+            except dspy.LMError as exc:
+                error = exc
+            await asyncio.sleep(self._after_failure(error, tries))
+            tries += 1
 
     def _room_to_think(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         floor = self.min_output_tokens

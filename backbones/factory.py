@@ -16,6 +16,7 @@ from clearmed.backbones.client import ClearmedLM
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.embedded import AsyncLlamaCppEngine, LlamaCppEngine
 from clearmed.backbones.errors import ConfigError, join_location
+from clearmed.backbones.failures import install_error_shapes
 from clearmed.backbones.llama_runtime import (
     EMBEDDED_EXTRA_MESSAGE,
     LlamaLoader,
@@ -42,13 +43,15 @@ def build_lm(
     """Build the DSPy LM for one backbone; a problem raises a one-line `ConfigError`.
 
     ``role`` and ``source`` (the config file) label error messages; ``role`` also names the backbone in a fatal
-    error's line. Building any LM also installs clearmed's wait between DSPy's retries (`backbones.retry_wait`).
+    error's line. Building any LM also installs clearmed's wait between retries (`backbones.retry_wait`) and the error
+    shapes DSPy's native client would misread (`backbones.failures.install_error_shapes`).
     Provider options (``reasoning_effort``, ``extra``) go to ``dspy.LM`` as keyword arguments. ``llama_loader``
     replaces the real llama.cpp loader for an embedded backbone (tests inject a fake model through it).
     """
     # LiteLLM (DSPy's fallback backend) otherwise fetches its cost map from GitHub on first use.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     install_retry_policy()
+    install_error_shapes()
     where = _Where(source, role)
     common: dict[str, Any] = {
         "temperature": cfg.temperature,

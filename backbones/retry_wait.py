@@ -1,7 +1,8 @@
-"""How long an LM call waits before DSPy retries it, and every retry counted.
+"""How long an LM call waits before it is retried, and every retry counted.
 
-DSPy 3.4 owns LM retries: it retries rate limits, timeouts, server and transport errors `num_retries` times and
-sleeps `dspy.clients.execution._delay(exc, attempt)` in between, which is the provider's ``Retry-After`` however long
+`ClearmedLM` retries by clearmed's failure policy (`backbones.failures`, `backbones.client`) and waits `lm_retry_delay`.
+A plain `dspy.LM` is retried by DSPy 3.4 itself: rate limits, timeouts, server and transport errors `num_retries` times,
+sleeping `dspy.clients.execution._delay(exc, attempt)` in between, which is the provider's ``Retry-After`` however long
 (one response asking for an hour stalls a run for an hour) or else 1, 2, 4 ... s with no jitter. `lm_retry_delay`
 replaces that wait with clearmed's policy (`clearmed.retries.backoff_delay`): the server's hint from ``Retry-After`` or
 the ``x-ratelimit-reset-*`` headers, else exponential backoff with jitter, never above `MAX_RETRY_WAIT_S`; and it notes

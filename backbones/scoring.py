@@ -27,6 +27,9 @@ import numpy as np
 import requests
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from clearmed.errors import FatalCause, FatalServiceError
+from clearmed.retries import DeadlineExceeded, backoff_delay, bounded_call, note_retry, pause, retry_hint_s
+
 __all__ = [
     "MAX_TOP_LOGPROBS",
     "EndpointCapabilities",
@@ -48,7 +51,17 @@ _ABSENT_MARGIN: Final = 2.0
 
 
 class ScoringError(RuntimeError):
-    """The backbone could not score (no log-probabilities, a server error); callers fall back to generation."""
+    """The backbone could not score (no log-probabilities, a server error); callers fall back to generation.
+    ``transient``: a failure that was retried and could pass on another day (a rate limit, a server error, a timeout,
+    a 200 with no reply in it), as against a server that cannot score this at all."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+# Answers a later attempt may not meet (the LM client's transient set, by HTTP status).
+_RETRIED_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class NextTokenScores(BaseModel):
@@ -136,13 +149,30 @@ class OpenAICompatibleScorer:
     The server returns the first generated token's ``top_logprobs``. A candidate outside the top list gets a
     log-probability just below the smallest one listed; when none is listed at all there is nothing to read (a
     uniform guess would be a silent wrong answer), so that is a `ScoringError`.
+
+    Failures follow the LM client's policy (`backbones.failures`): a rate limit, a server error, a timeout (the
+    ``timeout`` bounds each attempt in total, as for a call: `retries.bounded_call`) or a 200 without a reply is retried
+    ``num_retries`` times with clearmed's backoff, each retry counted as an LM retry, then raised as a transient
+    `ScoringError`; a refused key, an exhausted balance or a missing model is a `FatalServiceError` naming ``service``;
+    any other refusal is a `ScoringError` at once.
     """
 
-    def __init__(self, api_base: str, model: str, api_key: str | None, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        api_base: str,
+        model: str,
+        api_key: str | None,
+        *,
+        timeout: float = 60.0,
+        num_retries: int = 3,
+        service: str = "",
+    ) -> None:
         self.url = api_base.rstrip("/") + "/chat/completions"
         self.model = model
         self._api_key = api_key
         self.timeout = timeout
+        self.num_retries = num_retries
+        self.service = service or f"scoring backbone {model} at {api_base}"
 
     def score_next_token(
         self, messages: Sequence[ChatMessage], assistant_prefix: str, candidates: Sequence[str]
@@ -166,16 +196,9 @@ class OpenAICompatibleScorer:
             "logprobs": True,
             "top_logprobs": MAX_TOP_LOGPROBS,
         }
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         started = time.perf_counter()
+        payload = self._post(body)
         try:
-            response = requests.post(self.url, json=body, headers=headers, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise ScoringError(f"scoring request failed: {type(exc).__name__}") from None
-        if response.status_code != 200:
-            raise ScoringError(f"scoring request answered HTTP {response.status_code}: {_error_text(response)}")
-        try:
-            payload = response.json()
             top = payload["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
             listed = {str(item["token"]): float(item["logprob"]) for item in top}
             usage = payload.get("usage") or {}
@@ -197,6 +220,59 @@ class OpenAICompatibleScorer:
             seconds=time.perf_counter() - started,
         )
 
+    def _post(self, body: dict[str, Any]) -> Any:
+        """The reply's JSON, by the failure policy above."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        for attempt in range(self.num_retries + 1):
+            hint: float | None = None
+            try:
+                response = bounded_call(
+                    lambda: requests.post(self.url, json=body, headers=headers, timeout=self.timeout), self.timeout
+                )
+            except (requests.RequestException, DeadlineExceeded) as exc:
+                why = f"scoring request failed: {type(exc).__name__}"
+            else:
+                status = response.status_code
+                if status == 200:
+                    try:
+                        return response.json()
+                    except ValueError:
+                        why = "the server's 200 reply is not JSON (a proxy's page, or a cut-off body)"
+                else:
+                    text = _error_text(response)
+                    if self._api_key:
+                        text = text.replace(self._api_key, "***")
+                    cause = _fatal_cause(status, response)
+                    if cause is not None:
+                        raise FatalServiceError(self.service, cause, text, status=status)
+                    why = f"scoring request answered HTTP {status}: {text}"
+                    if status not in _RETRIED_STATUS:
+                        raise ScoringError(why)
+                    hint = retry_hint_s(response.headers)
+            if attempt >= self.num_retries:
+                retried = f" (after {attempt} retries)" if attempt else ""
+                raise ScoringError(why + retried, transient=True)
+            wait = backoff_delay(attempt, hint)
+            note_retry("lm", wait)
+            pause(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _fatal_cause(status: int, response: requests.Response) -> FatalCause | None:
+    """The LM client's fatal refusals (`backbones.client.fatal_lm_error`), read from a scoring reply."""
+    try:
+        error = response.json().get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    code = str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
+    if status in (401, 403) or code == "invalid_api_key":
+        return "auth"
+    if status == 402 or code in ("insufficient_quota", "billing_hard_limit_reached"):
+        return "billing"
+    if status == 404:
+        return "model_not_found"
+    return None
+
 
 def _error_text(response: requests.Response) -> str:
     try:
@@ -217,11 +293,14 @@ def scorer_for(lm: Any) -> TokenScorer | None:
     model = str(getattr(lm, "model", ""))
     if model.startswith("openai/") and kwargs.get("api_base"):
         key = kwargs.get("api_key")
+        retries = getattr(lm, "max_retries", getattr(lm, "num_retries", 3))
         return OpenAICompatibleScorer(
             str(kwargs["api_base"]),
             model.removeprefix("openai/"),
             None if key in (None, "none") else str(key),
             timeout=float(kwargs.get("timeout") or 60.0),
+            num_retries=retries if isinstance(retries, int) else 3,
+            service=str(getattr(lm, "service", "") or ""),
         )
     return None
 

@@ -2,7 +2,9 @@
 
 Both paths yield `RawRow`s with a human location (`file:line` or `hub dataset row i`), so row parsers never
 know where a row came from and every error can say exactly which row it is about. A line that is not valid
-JSON becomes a `RawRow` with `error` set rather than an exception, so `on_error="skip"` can count it.
+JSON becomes a `RawRow` with `error` set rather than an exception, so `on_error="skip"` can count it; so does a row
+holding a lone surrogate (JSON's escaped ``"\udcff"``, half of a character): no prompt, API or result file accepts
+it, and it would stop the run at the first record it reached.
 """
 
 from __future__ import annotations
@@ -18,6 +20,32 @@ from pydantic import BaseModel, ConfigDict
 from clearmed.benchmarks._errors import BenchmarkDataError, BenchmarkSourceError
 
 Row = Mapping[str, object]
+
+
+def _surrogate_in(value: object, where: str = "") -> str | None:
+    """The field (dotted path) of the first string in `value` holding a lone surrogate, or None."""
+    if isinstance(value, str):
+        return where or "(the row)" if any("\ud800" <= char <= "\udfff" for char in value) else None
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if isinstance(key, str) and _surrogate_in(key) is not None:
+            return f"{where}.{key!r}".lstrip(".")
+        found = _surrogate_in(item, f"{where}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None
+
+
+def _row(location: str, index: int, value: dict, group: str | None) -> RawRow:
+    field = _surrogate_in(value)
+    if field is not None:
+        return RawRow(location, index, None, group, error=f"field {field} holds a lone surrogate (not text)")
+    return RawRow(location, index, value, group)
 
 
 @dataclass(frozen=True)
@@ -108,7 +136,7 @@ def read_jsonl(path: Path, *, group: str | None = None) -> Iterator[RawRow]:
                 yield RawRow(location, index, None, group, error=f"malformed JSON line ({exc.msg})")
             else:
                 if isinstance(value, dict):
-                    yield RawRow(location, index, value, group)
+                    yield _row(location, index, value, group)
                 else:
                     yield RawRow(location, index, None, group, error="JSON line is not an object")
             index += 1
@@ -130,7 +158,7 @@ def records_to_rows(path: Path, records: Iterable[object], *, group: str | None 
     for index, value in enumerate(records):
         location = f"{path} [{index}]"
         if isinstance(value, dict):
-            yield RawRow(location, index, value, group)
+            yield _row(location, index, value, group)
         else:
             yield RawRow(location, index, None, group, error="record is not an object")
 

@@ -15,6 +15,7 @@ from clearmed.benchmarks import (
     _medmcqa,
     _medqa,
     _medrbench,
+    _mirage,
     _mmlu,
     _mmlu_pro,
     _nejm,
@@ -47,6 +48,7 @@ _REGISTRY: dict[str, BenchmarkDef] = {
         _afrimedqa,
         _medrbench,
         _healthbench,
+        _mirage,
     )
     for definition in module.BENCHMARKS
 }

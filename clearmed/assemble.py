@@ -6,17 +6,19 @@ The only place that joins the packages together; everything below it is usable a
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import dspy
 
 from clearmed.backbones.factory import build_lm
 from clearmed.config import ClearmedConfig
 from clearmed.errors import UsageError
-from clearmed.programs.baselines import SinglePathway
+from clearmed.programs.baselines import PATHWAY_OF, SinglePathway
 from clearmed.programs.clear import CLEAR
 from clearmed.programs.settings import CLEAR_VARIANTS, clear_variant_settings
 from clearmed.retrieval.config import CorpusConfig, CorpusRetriever
 from clearmed.retrieval.factory import build_retriever, build_web_search
+from clearmed.signatures.records import PathwayName
 
 
 def build_role_lms(config: ClearmedConfig, roles: tuple[str, ...] = ("main", "assessor")) -> dict[str, dspy.BaseLM]:
@@ -60,18 +62,34 @@ PROGRAMS: dict[str, str] = {
 
 
 def build_program(
-    name: str, config: ClearmedConfig, *, role_lms: dict[str, dspy.BaseLM] | None = None
+    name: str,
+    config: ClearmedConfig,
+    *,
+    role_lms: dict[str, dspy.BaseLM] | None = None,
+    pathways: Mapping[PathwayName, dspy.Module] | None = None,
 ) -> CLEAR | SinglePathway:
-    """A program by name (see PROGRAMS), built from the config; evidence backends only where it needs them."""
+    """A program by name (see PROGRAMS), built from the config; evidence backends only where it needs them.
+
+    `pathways` puts recorded (or absent) pathways in the place of live ones (`programs.pathways.recorded`); the
+    local corpus is then not opened unless the local pathway runs live."""
     if name not in PROGRAMS:
         raise UsageError(f"unknown program {name!r}; choose one of {', '.join(PROGRAMS)}")
     configure_lm_cache(config)
     lms = role_lms if role_lms is not None else build_role_lms(config)
+    pathways = pathways or {}
+    program = _build_live(name, config, lms, search_corpus="local" not in pathways)
+    use_recorded_pathways(program, pathways)
+    return program
+
+
+def _build_live(
+    name: str, config: ClearmedConfig, lms: dict[str, dspy.BaseLM], *, search_corpus: bool
+) -> CLEAR | SinglePathway:
     if name in CLEAR_VARIANTS:
         settings = clear_variant_settings(name, config.program)
         assert settings is not None
         program = CLEAR(
-            build_retriever(config.corpus) if config.corpus is not None else None,
+            build_retriever(config.corpus) if config.corpus is not None and search_corpus else None,
             build_web_search(config.search) if config.search is not None else None,
             settings=settings,
             thresholds=config.thresholds,
@@ -80,7 +98,7 @@ def build_program(
         )
         program.program_name = name
         return program
-    corpus = medrag_corpus(name, config)
+    corpus = medrag_corpus(name, config) if search_corpus else None
     return SinglePathway(
         name,  # type: ignore[arg-type]
         build_retriever(corpus) if corpus is not None else None,
@@ -105,3 +123,18 @@ def medrag_corpus(name: str, config: ClearmedConfig) -> CorpusConfig | None:
             f'{name} searches MedCPT indexes in MedRAG\'s layout: set [corpus] backend = "lucene", db_dir and corpora'
         )
     return config.corpus.model_copy(update={"retriever": retriever})
+
+
+def use_recorded_pathways(program: CLEAR | SinglePathway, pathways: Mapping[PathwayName, dspy.Module]) -> None:
+    """Put recorded (or absent) pathways in the place of the program's live ones (`programs.pathways.recorded`);
+    the adjudication stays live. A baseline takes only its own pathway."""
+    for pathway, module in pathways.items():
+        if isinstance(program, CLEAR):
+            setattr(program, pathway, module)
+        elif PATHWAY_OF[program.program_name] == pathway:
+            program.pathway = module
+        else:
+            raise UsageError(
+                f"{program.program_name} runs the {PATHWAY_OF[program.program_name]} pathway "
+                f"alone; --pathway {pathway}=... does not apply to it"
+            )

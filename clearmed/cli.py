@@ -50,6 +50,14 @@ def _question_from_args(args: argparse.Namespace) -> Question:
         return demo_question(args.demo)
     if not args.question:
         raise UsageError('give a question, e.g. clearmed ask "What causes ...?" -o "A: ..." -o "B: ...", or --demo')
+    for name, value in (
+        ("the question", args.question),
+        ("--context", args.context),
+        *(("--option", o) for o in args.option),
+    ):
+        # Bytes that are not UTF-8 reach argv as lone surrogates (Python's surrogateescape): no prompt can hold them.
+        if value and any("\udc80" <= char <= "\udcff" for char in value):
+            raise UsageError(f"{name} holds bytes that are not UTF-8; re-encode it as UTF-8 (e.g. iconv -t UTF-8)")
     options = parse_options(args.option) if args.option else None
     if options is not None and len(options) < 2:
         raise UsageError("a multiple-choice question needs at least two --option values")
@@ -227,8 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     handler: Handler = args.func
+    from clearmed.retries import second_interrupt_cuts_retries
+
     try:
-        return handler(args)
+        # Ctrl-C lets the questions in flight finish; a second one cuts their retries and attempts short.
+        with second_interrupt_cuts_retries():
+            return handler(args)
     # Apart, so that refusing bad input never imports the layers that define the others. A fatal service error (a
     # rejected key, an exhausted balance, a missing model) is one line too: no retry or later question would mend it.
     except (UsageError, FatalServiceError) as err:

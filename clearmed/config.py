@@ -2,7 +2,8 @@
 
 Tables: `[backbones.<role>]` (main required; assessor, teacher, prompt_model, judge optional), `[corpus]`,
 `[search]`, `[quality_priors]`, `[thresholds]`, `[program]` and `[run]`. Unknown keys, missing
-environment variables and bad values are reported in one line naming the file and the field.
+environment variables and bad values are reported in one line naming the file and the field; types are strict
+everywhere (a number written as a string is refused, not coerced), paths being the one conversion.
 Relative paths are resolved against the config file's folder, so a config travels with its data.
 """
 
@@ -22,6 +23,7 @@ from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.config import CorpusConfig, SearchConfig
 from clearmed.retrieval.quality import QualityPriors
 from clearmed.signatures.records import Thresholds
+from clearmed.signatures.sanitize import register_secret_env, register_url_credentials
 
 DEFAULT_CONFIG = "embedded"
 
@@ -36,8 +38,12 @@ class RunSettings(BaseModel):
     runs_dir: Path = Path("runs")
     lm_cache_dir: Path | None = Field(default=None, description="DSPy's LM cache folder ($DSPY_CACHEDIR)")
     max_cost: float | None = Field(
-        default=None, gt=0, description="US dollars of LM calls a run may spend; no question starts past it"
+        default=None,
+        gt=0,
+        description="US dollars a run may spend (LM calls, Tavily credits, grading); no question starts past it",
     )
+    # Tavily's pay-as-you-go price (tavily.com/pricing); a plan's is lower.
+    tavily_usd_per_credit: float = Field(default=0.008, ge=0, description="US dollars per Tavily credit")
 
 
 # Settings that change how a run goes, never what it answers: where the config was read from, the [run] table, time
@@ -117,7 +123,9 @@ _PATH_FIELDS = {
 }
 
 
-def _resolve_paths(tables: dict[str, Any], base: Path) -> dict[str, Any]:
+def _resolve_paths(tables: dict[str, Any], base: Path | None) -> dict[str, Any]:
+    """Path fields given as strings become paths (relative ones against `base`): the only conversion a config gets,
+    as every other field is validated strictly."""
     resolved = dict(tables)
     for section, names in _PATH_FIELDS.items():
         table = resolved.get(section)
@@ -126,10 +134,10 @@ def _resolve_paths(tables: dict[str, Any], base: Path) -> dict[str, Any]:
         table = dict(table)
         for name in names:
             value = table.get(name)
-            if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
-                table[name] = str((base / value).resolve())
-            elif isinstance(value, str):
-                table[name] = str(Path(value).expanduser())
+            if isinstance(value, str) and value and base is not None and not Path(value).expanduser().is_absolute():
+                table[name] = (base / value).resolve()
+            elif isinstance(value, str) and value:
+                table[name] = Path(value).expanduser()
         resolved[section] = table
     return resolved
 
@@ -142,12 +150,26 @@ def parse_config(tables: Mapping[str, Any], *, source: str = "", base: Path | No
         where = f"{source}: " if source else ""
         raise ConfigError(f"{where}backbones: a [backbones.main] table is required")
     backbones = parse_backbones(backbones_table, source=source, base=base)
-    if base is not None:
-        data = _resolve_paths(data, base)
+    data = _resolve_paths(data, base)
     try:
-        return ClearmedConfig.model_validate({**data, "backbones": backbones, "source": source})
+        # Strict, as [backbones] is: TOML has real types, so num_threads = "2" or local_k = "4" is a mistake to
+        # report, not a string to coerce.
+        config = ClearmedConfig.model_validate({**data, "backbones": backbones, "source": source}, strict=True)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err, source, "")) from None
+    register_config_secrets(config)
+    return config
+
+
+def register_config_secrets(config: ClearmedConfig) -> None:
+    """Every credential the config resolves is masked wherever text is written (records, logs, the report), whatever
+    its shape: each backbone's `api_key_env` value, the Tavily key, and the user and password in an `api_base`."""
+    for backbone in config.backbones.values():
+        register_secret_env(backbone.api_key_env)
+        register_url_credentials(backbone.api_base)
+    if config.search is not None:
+        register_secret_env(config.search.tavily.api_key_env)
+        register_url_credentials(config.search.tavily.api_base_url)
 
 
 def load_config(name_or_path: str | None = None) -> ClearmedConfig:

@@ -15,11 +15,13 @@ class UsageError(Exception):
 
 
 # Refusals no retry mends: every later call would fail the same way, so a run stops instead of degrading.
-FatalCause = Literal["auth", "billing", "model_not_found"]
+FatalCause = Literal["auth", "billing", "model_not_found", "local_data"]
 FATAL_CAUSES: Final[dict[FatalCause, str]] = {
     "auth": "authentication failed",
     "billing": "billing or quota exhausted",
     "model_not_found": "model not found",
+    # a search cache or index that is corrupt or cannot be written: every later search would fail the same way
+    "local_data": "unusable",
 }
 
 

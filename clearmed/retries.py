@@ -14,31 +14,49 @@ parent is shared with worker threads started under a copy of its context (the ta
 
 A metered service also reports what a call billed with `note_credits` (Tavily: credits by search depth), so the same
 scope tells a caller what the call cost, and a cache hit, which never reaches the service, costs nothing.
+
+Two bounds keep a call from holding a run: `bounded_call` gives one attempt a total deadline (an HTTP client's timeout
+only bounds the wait for the next byte, so a server trickling a byte a second never trips it), and `pause`, the wait
+between retries, ends at once when the retries are cut: `cut_retries()`, which a second Ctrl-C calls
+(`second_interrupt_cuts_retries`). A cut chain raises `RetriesCut`, a `KeyboardInterrupt`, so no step records it as
+its failure.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 import random
 import re
+import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
-from typing import Final
+from typing import Final, TypeVar
 
 __all__ = [
     "JITTER_S",
     "MAX_RETRY_WAIT_S",
+    "DeadlineExceeded",
+    "RetriesCut",
     "RetryTally",
     "backoff_delay",
+    "bounded_call",
     "count_retries",
+    "cut_retries",
     "note_credits",
     "note_retry",
+    "pause",
+    "reset_cut",
+    "retries_cut",
     "retry_hint_s",
+    "second_interrupt_cuts_retries",
 ]
+
+_T = TypeVar("_T")
 
 # No single wait is longer: a provider asking for an hour fails the call after its retries instead of stalling a run
 # in silence (the failure is then recorded, or stops the run when it is fatal).
@@ -182,3 +200,93 @@ def retry_hint_s(headers: Mapping[str, str]) -> float | None:
         return max(exhausted or resets.values())
     value = lowered.get("x-ratelimit-reset")
     return _seconds(value) if value is not None else None
+
+
+class RetriesCut(KeyboardInterrupt):
+    """The user asked twice to stop: the retry chain (or the attempt in flight) was cut short."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """One attempt had no complete answer within its deadline."""
+
+
+# Set by a second Ctrl-C: every wait between retries, and every attempt `bounded_call` is waiting for, ends at once.
+_CUT = threading.Event()
+# How often a waiting caller looks at the cut (a blocked socket read cannot be woken otherwise).
+_POLL_S: Final = 0.1
+
+
+def cut_retries() -> None:
+    """End every retry chain now (until `reset_cut`): waits and bounded attempts raise `RetriesCut`."""
+    _CUT.set()
+
+
+def reset_cut() -> None:
+    _CUT.clear()
+
+
+def retries_cut() -> bool:
+    return _CUT.is_set()
+
+
+def pause(seconds: float) -> None:
+    """Wait ``seconds`` before a retry; `RetriesCut` as soon as the retries are cut."""
+    if _CUT.wait(max(0.0, seconds)):
+        raise RetriesCut("retries cut short")
+
+
+def bounded_call(call: Callable[[], _T], deadline_s: float | None) -> _T:
+    """``call()`` with a total deadline: `DeadlineExceeded` when it has not returned within ``deadline_s`` seconds (no
+    bound when None), `RetriesCut` when the retries are cut meanwhile.
+
+    The call runs in a daemon thread under a copy of the caller's context (retry scopes, DSPy's settings); one given up
+    on is left to end by itself (its socket's own read timeout, or the server's reply) and holds no one up: its
+    result, should it come, goes nowhere the caller reads, and the process does not wait for it at exit."""
+    if retries_cut():
+        raise RetriesCut("retries cut short")
+    done = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), daemon=True, name="clearmed-call").start()
+    ends = None if deadline_s is None else time.monotonic() + deadline_s
+    while not done.wait(_POLL_S if ends is None else max(0.0, min(_POLL_S, ends - time.monotonic()))):
+        if retries_cut():
+            raise RetriesCut("retries cut short")
+        if ends is not None and time.monotonic() >= ends:
+            raise DeadlineExceeded(f"no complete reply within {deadline_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
+
+
+@contextmanager
+def second_interrupt_cuts_retries() -> Iterator[None]:
+    """Within the block, Ctrl-C interrupts the main thread as usual (a run then lets its questions in flight finish),
+    and a second Ctrl-C also cuts every retry chain and attempt in flight, so those questions end at once instead of
+    after their retries. Outside the main thread (no signal handler can be set there) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    presses = 0
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        nonlocal presses
+        presses += 1
+        if presses >= 2:
+            cut_retries()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -120,6 +120,8 @@ def synthetic_program(seed: int = 0, thresholds: Thresholds | None = None) -> tu
             "clearly_supports_challenger": ok,
             "aligned_with_question": True,
             "supports_exact_option": True,
+            "default_not_better_supported": True,
+            "no_unresolved_conflict": True,
         }
 
     def answer(index: int, cited: bool):

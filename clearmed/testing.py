@@ -128,6 +128,12 @@ class ScriptedEngine:
     scored_prompts: list[tuple[list[dict[str, str]], str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def __getstate__(self) -> dict[str, object]:  # picklable with the program that holds it (save_program=True)
+        return {name: value for name, value in self.__dict__.items() if name != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
     def score_next_token(
         self, messages: Sequence[dict[str, str]], assistant_prefix: str, candidates: Sequence[str]
     ) -> NextTokenScores:
@@ -274,6 +280,8 @@ AUDIT_ALL_TRUE = {
     "clearly_supports_challenger": True,
     "aligned_with_question": True,
     "supports_exact_option": True,
+    "default_not_better_supported": True,
+    "no_unresolved_conflict": True,
 }
 
 

@@ -30,6 +30,8 @@ class QuestionScore(BaseModel):
     gold: str | None = None
     verdict: str | None = None
     judge_error: str | None = None
+    # The judge failed in a way a retry may mend (a 503, a timeout): the question is degraded and regraded on resume.
+    judge_transient: bool = False
     # HealthBench: the rubric grade (points met over possible points); such questions have no accuracy.
     rubric_grade: RubricGrade | None = None
 
@@ -82,5 +84,6 @@ def score_rubric_decision(grader: RubricGrader, question: Question, decision: De
         predicted=response,
         verdict="rubric",
         judge_error=f"{grade.n_failed_items} rubric items could not be graded" if grade.n_failed_items else None,
+        judge_transient=grade.n_transient_items > 0,
         rubric_grade=grade,
     )

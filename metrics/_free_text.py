@@ -1,5 +1,7 @@
 """Free-text outcome accuracy with an LLM judge (MedRBench protocol): one judge call per case, run with the
-judge's own LM; a judge call that fails or cannot be parsed is recorded on the judgement, never raised."""
+judge's own LM. A judge call that fails or cannot be parsed is recorded on the judgement, never raised, except a fatal
+refusal (a revoked key, an exhausted balance: `FatalServiceError`), which stops the run. A transient failure (a 503, a
+timeout) marks the judgement `transient`: the question is degraded and regraded on resume, not scored wrong."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from typing import Literal
 import dspy
 from pydantic import BaseModel, ConfigDict
 
+from clearmed.errors import FatalServiceError
 from clearmed.metrics._decision import QuestionScore, check_same_question
-from clearmed.metrics._errors import describe_error
+from clearmed.metrics._errors import describe_error, is_transient
 from clearmed.signatures.grading import GradeVerdict, JudgeDiagnosis, JudgeTreatment
 from clearmed.signatures.records import Answer, Decision, Question
 
@@ -28,6 +31,7 @@ class FreeTextJudgement(BaseModel):
     verdict: GradeVerdict | None = None
     rationale: str = ""
     error: str | None = None
+    transient: bool = False  # the judge failed in a way a retry may mend (see `error`)
 
     @property
     def correct(self) -> bool:
@@ -85,8 +89,16 @@ class FreeTextJudge:
                 prediction = self.predictors[task](
                     case=case, reference_answer=question.gold_text, candidate_answer=text
                 )
+        except FatalServiceError:  # every later judgement would fail too: the run stops
+            raise
         except Exception as exc:  # parse errors and LM errors alike become a recorded failure
-            return FreeTextJudgement(question_id=question.id, task=task, candidate=text, error=describe_error(exc))
+            return FreeTextJudgement(
+                question_id=question.id,
+                task=task,
+                candidate=text,
+                error=describe_error(exc),
+                transient=is_transient(exc),
+            )
         return FreeTextJudgement(
             question_id=question.id,
             task=task,
@@ -119,4 +131,5 @@ class FreeTextJudge:
             gold=question.gold_text,
             verdict=judgement.verdict if judgement else None,
             judge_error=judgement.error if judgement else None,
+            judge_transient=bool(judgement and judgement.transient),
         )

@@ -14,7 +14,8 @@ import dspy
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.metrics._errors import describe_error
+from clearmed.errors import FatalServiceError
+from clearmed.metrics._errors import describe_error, is_transient
 from clearmed.signatures.grading import GradeRubricItem
 from clearmed.signatures.records import ChatTurn, Question, RubricItem
 
@@ -29,6 +30,7 @@ class RubricItemGrade(BaseModel):
     explanation: str = ""
     error: str | None = None
     attempts: int = 0
+    transient: bool = False  # the last attempt failed in a way a retry may mend
 
 
 class RubricGrade(BaseModel):
@@ -42,6 +44,7 @@ class RubricGrade(BaseModel):
     tag_scores: dict[str, float]
     example_tags: list[str]
     n_failed_items: int
+    n_transient_items: int = 0  # of the failed items, those a later attempt may grade: the question is regraded
 
 
 def rubric_score(items: Sequence[RubricItem], met: Sequence[bool]) -> float | None:
@@ -82,7 +85,9 @@ class RubricGrader:
 
     simple-evals retries a grader call until `criteria_met` parses as a bool; here each criterion gets up to
     `max_attempts` calls (later attempts use a new `rollout_id` so a cache cannot replay the bad answer). A
-    criterion that still fails is recorded with its error and the example gets `score=None`.
+    criterion that still fails is recorded with its error and the example gets `score=None`; when it failed in a way a
+    retry may mend (a 503, a timeout) the question is degraded and regraded on resume. A `FatalServiceError` (a
+    revoked or exhausted judge key) is raised: the run stops.
     """
 
     def __init__(self, judge_lm: dspy.BaseLM, *, max_attempts: int = 3) -> None:
@@ -94,6 +99,7 @@ class RubricGrader:
 
     def _grade_item(self, conversation: str, item: RubricItem) -> RubricItemGrade:
         error = ""
+        transient = False
         for attempt in range(self.max_attempts):
             config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
             try:
@@ -101,8 +107,11 @@ class RubricGrader:
                     prediction = self.predictor(
                         conversation=conversation, rubric_item=render_rubric_item(item), config=config
                     )
+            except FatalServiceError:  # a revoked or exhausted judge key: the run stops
+                raise
             except Exception as exc:  # parse and LM errors: retry, then record
                 error = describe_error(exc)
+                transient = is_transient(exc)
                 continue
             return RubricItemGrade(
                 criterion=item.criterion,
@@ -119,6 +128,7 @@ class RubricGrader:
             criteria_met=None,
             error=error,
             attempts=self.max_attempts,
+            transient=transient,
         )
 
     def grade(self, question: Question, response: str | None) -> RubricGrade:
@@ -150,6 +160,7 @@ class RubricGrader:
             tag_scores={} if failed else _tag_scores(question.rubric, met),
             example_tags=list(example_tags) if isinstance(example_tags, list) else [],
             n_failed_items=failed,
+            n_transient_items=sum(grade.criteria_met is None and grade.transient for grade in grades),
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,9 @@ class AccuracySummary(BaseModel):
     bootstrap: Interval | None
     unparsed: int
     failed: int
+    counted_wrong: int = Field(
+        default=0, description="questions counted wrong whatever they answered (a run's degraded questions)"
+    )
     judge_failed: int = 0
     partially_correct: int = 0
     in_gold_set: int = Field(description="lenient CLEAR-code rule: prediction within the gold set")
@@ -35,12 +38,23 @@ class AccuracySummary(BaseModel):
 
 
 def accuracy_summary(
-    scores: Sequence[QuestionScore], *, confidence: float = 0.95, n_resamples: int = 1000, seed: int = 0
+    scores: Sequence[QuestionScore],
+    *,
+    counted_wrong: Collection[str] = (),
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
 ) -> AccuracySummary:
-    """Summarise scores. Every question counts in `n`, including unparsed and failed ones (they are wrong)."""
+    """Summarise scores. Every question counts in `n`, including unparsed and failed ones (they are wrong), and
+    the questions whose ids are in `counted_wrong` count as wrong whatever their score says."""
     ids = [score.question_id for score in scores]
     if len(set(ids)) != len(ids):
         raise ValueError("the same question is scored twice; deduplicate before summarising")
+    wrong = set(counted_wrong)
+    scores = [
+        score.model_copy(update={"correct": False, "in_gold_set": False}) if score.question_id in wrong else score
+        for score in scores
+    ]
     n = len(scores)
     correct = sum(score.correct for score in scores)
     lenient = sum(score.in_gold_set for score in scores)
@@ -62,6 +76,7 @@ def accuracy_summary(
         ),
         unparsed=sum(score.unparsed for score in scores),
         failed=sum(score.failed for score in scores),
+        counted_wrong=sum(score_id in wrong for score_id in ids),
         judge_failed=sum(score.judge_error is not None for score in scores),
         partially_correct=sum(score.verdict == "partially_correct" for score in scores),
         in_gold_set=lenient,

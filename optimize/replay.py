@@ -7,10 +7,13 @@ without the follow-up rounds), with actions served from those records.
 
 Replay is exact or a miss. A recorded judgement is reused only for what it judged: a verifier output for the
 same answers, agreement and number of follow-up rounds, a guard or audit assessment for the same default,
-challenger and number of rounds. Anything else (a branch the original run never took, a record made with a
-removed setting) cannot be served: replay then either raises `ReplayMiss`, or asks the `live` actions supplied by
-the caller (an LM-backed program, whose calls DSPy's cache makes free on a second visit). The calibrated verifier
-is not served but recomputed under the replayed weights: pure arithmetic over the recorded distributions.
+challenger and number of rounds, a follow-up round only beside rounds that leave it the same pages (a round left
+out the pages the bundle already held: `FollowUpRound.excluded`), so that a ruling made on the round before any
+assessment (its evidence counts) is the live one; an audit only if it was asked every condition it rules on.
+Anything else (a branch the original run never took, a record made with a removed setting) cannot be served:
+replay then either raises `ReplayMiss`, or asks the `live` actions supplied by the caller (an LM-backed program,
+whose calls DSPy's cache makes free on a second visit). The calibrated verifier is not served but recomputed under
+the replayed weights: pure arithmetic over the recorded distributions.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from clearmed.signatures.records import (
     Thresholds,
     VerifierInputs,
     VerifierOutput,
+    page_key,
 )
 
 
@@ -158,11 +162,25 @@ class RecordedActions:
         used = sum(1 for r in bundle.followups if r.trigger == trigger)
         matching = [r for r in self.decision.bundle.followups if r.trigger == trigger]
         if used < len(matching):
-            self.served["follow_up"] += 1
-            return matching[used]
-        self._miss(f"a {trigger} follow-up search")
+            recorded = matching[used]
+            if self._same_round_here(recorded, bundle):
+                self.served["follow_up"] += 1
+                return recorded
+            self._miss(f"a {trigger} follow-up search beside these rounds (it was recorded beside others)")
+        else:
+            self._miss(f"a {trigger} follow-up search")
         assert self.live is not None
         return self.live.follow_up(bundle, trigger)
+
+    def _same_round_here(self, recorded: FollowUpRound, bundle: EvidenceBundle) -> bool:
+        """Whether the live search would return `recorded` beside `bundle`'s rounds: it would leave out exactly the
+        pages the recorded one did. A round that did not record them is served only beside the rounds it had."""
+        if recorded.excluded is None:
+            position = next(i for i, r in enumerate(self.decision.bundle.followups) if r is recorded)
+            return bundle.followups == self.decision.bundle.followups[:position]
+        found = {page_key(p) for p in recorded.passages} | set(recorded.excluded)
+        held = {page_key(p) for p in bundle.all_dynamic_passages()}
+        return found & held == set(recorded.excluded)
 
     def _assessment(
         self, mechanism: str, bundle: EvidenceBundle, default: Answer, challenger: Answer
@@ -170,10 +188,14 @@ class RecordedActions:
         """The recorded assessment of this contest, or None after counting the miss."""
         recorded = _recorded_assessment(self.decision, mechanism)
         asked = Contest(default=default, challenger=challenger, followup_rounds=len(bundle.followups))
-        if recorded is not None and recorded.contest == asked:
-            self.served[mechanism] += 1
-            return recorded.judgement
         what = f"{default.display()} against {challenger.display()} after {asked.followup_rounds} rounds"
+        if recorded is not None and recorded.contest == asked:
+            judgement = recorded.judgement
+            if isinstance(judgement, AuditAssessment) and judgement.needs_reassessment():
+                self._miss(f"an audit assessment of {what} with every condition (it was asked fewer)")
+                return None
+            self.served[mechanism] += 1
+            return judgement
         self._miss(f"a {mechanism} assessment of {what}" + (" (it assessed another)" if recorded else ""))
         return None
 

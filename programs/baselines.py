@@ -31,7 +31,7 @@ from clearmed.signatures.records import (
 )
 
 SinglePathwayName = Literal["direct", "medrag", "medrag-medcpt", "online"]
-_PATHWAY_OF: dict[SinglePathwayName, PathwayName] = {
+PATHWAY_OF: dict[SinglePathwayName, PathwayName] = {
     "direct": "parametric",
     "medrag": "local",
     "medrag-medcpt": "local",
@@ -54,7 +54,7 @@ class SinglePathway(dspy.Module):
     ) -> None:
         super().__init__()
         self.gate = FormatGate()
-        pathway = _PATHWAY_OF[name]
+        pathway = PATHWAY_OF[name]
         if pathway == "parametric":
             self.pathway: dspy.Module = ParametricPathway(self.gate)
         elif pathway == "local":

@@ -6,7 +6,7 @@ import contextvars
 import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import dspy
 
@@ -50,6 +50,24 @@ from clearmed.signatures.records import (
 # lock attribute would not survive the deep copies DSPy's optimizers make of a program).
 _WARN_LOCK = threading.Lock()
 
+# The pathways' worker threads: one long-lived pool for the process, shared by every program and question. A pool
+# per question started three threads each time, and each new thread opened its own search-cache connection and JVM
+# attachment; reused threads keep descriptors and threads flat however long a run is. The pool starts threads only
+# as concurrent pathways need them (three per question in flight), up to this many; beyond it pathways queue, and
+# since a pathway never waits on another pathway, queueing cannot deadlock.
+_PATHWAY_WORKERS = 96
+_POOL_LOCK = threading.Lock()
+_PATHWAY_POOL: ThreadPoolExecutor | None = None
+
+
+def pathway_pool() -> ThreadPoolExecutor:
+    """The process's pathway pool, started on first use."""
+    global _PATHWAY_POOL
+    with _POOL_LOCK:
+        if _PATHWAY_POOL is None:
+            _PATHWAY_POOL = ThreadPoolExecutor(max_workers=_PATHWAY_WORKERS, thread_name_prefix="clearmed-pathway")
+        return _PATHWAY_POOL
+
 
 class LiveActions:
     """AdjudicationActions backed by the program's LM modules and web search."""
@@ -64,7 +82,7 @@ class LiveActions:
             calibrated = calibrated_verify(bundle, agreement, self.program.thresholds)
             if calibrated is not None:
                 return calibrated
-            fallback = calibrated_fallback(bundle)
+            fallback = calibrated_fallback(bundle, self.program.thresholds)
             if fallback is not None:
                 self.program.warn_calibrated_fallback(fallback)
         result: VerifierResult = self.program.verifier(bundle=bundle, agreement=agreement)
@@ -156,10 +174,15 @@ class CLEAR(dspy.Module):
         ]
         if not self._parallel(current()):
             return [call() for call in calls]
-        with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="clearmed-pathway") as pool:
-            # Each thread runs in a copy of this context, so dspy settings and the run context follow it.
-            futures = [pool.submit(contextvars.copy_context().run, call) for call in calls]
+        pool = pathway_pool()
+        # Each task runs in a copy of this context, so dspy settings and the run context follow it.
+        futures = [pool.submit(contextvars.copy_context().run, call) for call in calls]
+        try:
             return [future.result() for future in futures]
+        finally:
+            # A pathway that raised (a fatal refusal) leaves its siblings running on the shared pool: wait for
+            # them, as the pool's `with` block used to, so none outlives its question's run context.
+            wait(futures)
 
     def gather(self, question: Question) -> tuple[EvidenceBundle, list[AdjudicationStep]]:
         """B = Aggregate(q, C, S): the three candidates, their evidence and the dynamic quality labels."""

@@ -23,9 +23,20 @@ SearchFailure = Literal[
     "bad_request",
     "cache_miss",
     "cache",
+    "busy",
+    "malformed",
     "index",
     "other",
 ]
+# Failures a later attempt may not meet (after the client's own retries): the question is degraded and redone on
+# resume. "busy": a cache locked past its busy timeout, or no file descriptor left; "malformed": a 200 whose body is
+# not JSON (a proxy's error page, a cut connection).
+TRANSIENT_FAILURES: frozenset[SearchFailure] = frozenset(
+    {"rate_limit", "timeout", "server", "connection", "busy", "malformed"}
+)
+# Failures every later search would meet too: a corrupt or unwritable cache or index. The run stops with one line
+# (`clearmed.errors.FatalServiceError`) rather than answer the rest without that evidence.
+FATAL_FAILURES: frozenset[SearchFailure] = frozenset({"cache", "index"})
 
 
 class EvidenceError(Exception):

@@ -2,18 +2,29 @@
 
 Keyed by (backend name, query, max_results, backend parameters); stores the returned passages as JSON.
 Modes: `record` serves hits and stores misses, `replay` serves hits only (a miss is an error: a replayed
-evaluation must not silently search the live web), `off` passes through. One connection per thread, WAL
-journal, busy timeout.
+evaluation must not silently search the live web), `off` passes through. WAL journal, busy timeout.
+
+Connections are pooled, not kept per thread: each lookup or store borrows an idle connection (opening one only when
+every other is in use) and gives it back, so a run holds as many connections as it has concurrent searches, however
+many threads come and go.
+
+Every failure is fatal or transient, never an empty search. A file that is not a database, or one that cannot be
+written (read-only, disk full), fails every later search too: `EvidenceError(kind="cache")`, which the pathways raise as
+`FatalServiceError` (`retrieval.base.FATAL_FAILURES`), so the run stops with one line. A cache locked by another process past the busy timeout, or a connection the process cannot open (no file descriptors left),
+may pass: `EvidenceError(kind="busy")`, the question is degraded and redone on resume. One damaged entry is dropped
+with a warning (`DamagedCacheEntryWarning`) and searched again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -35,6 +46,10 @@ CREATE TABLE IF NOT EXISTS searches (
     created_at TEXT NOT NULL
 )
 """
+
+
+class DamagedCacheEntryWarning(UserWarning):
+    """A stored search that would not load was dropped from the cache and searched again."""
 
 
 class CachedWebSearch:
@@ -64,7 +79,7 @@ class CachedWebSearch:
         self.hits = 0
         self.misses = 0
         self._stats_lock = threading.Lock()
-        self._local = threading.local()
+        self._idle: list[sqlite3.Connection] = []  # open connections no search is using
         self._connections: list[sqlite3.Connection] = []
         if mode == "replay" and not self.path.is_file():
             raise EvidenceError(
@@ -73,29 +88,50 @@ class CachedWebSearch:
                 backend=self.name,
             )
         if mode != "off":
-            self._connection()  # fail at construction on a corrupt or unwritable file, not mid-evaluation
+            with self._connection():  # fail at construction on a corrupt or unwritable file, not mid-evaluation
+                pass
 
     # ----------------------------------------------------------------------------------------- sqlite
 
-    def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """An idle pooled connection (a new one when none is idle), given back when the block ends."""
+        with self._stats_lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            with self._stats_lock:
+                if conn in self._connections:  # not closed meanwhile
+                    self._idle.append(conn)
+
+    def _open(self) -> sqlite3.Connection:
         try:
             if self.mode == "record":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
-            conn.commit()
+            # Shared by whichever thread borrows it, one at a time.
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+                conn.commit()
+            except BaseException:
+                conn.close()
+                raise
         except sqlite3.Error as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
-            raise EvidenceError(f"search cache {self.path}: {exc}", kind="cache", backend=self.name) from None
-        self._local.conn = conn
+            raise self._os_error(exc) from None
         with self._stats_lock:
             self._connections.append(conn)
         return conn
+
+    def _os_error(self, exc: OSError) -> EvidenceError:
+        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+            return EvidenceError(f"search cache {self.path}: {exc.strerror}", kind="busy", backend=self.name)
+        return EvidenceError(f"search cache {self.path}: {exc.strerror or exc}", kind="cache", backend=self.name)
 
     def _db_error(self, exc: sqlite3.Error) -> EvidenceError:
         text = str(exc)
@@ -104,7 +140,11 @@ class CachedWebSearch:
                 f"search cache {self.path} is locked by another process for more than "
                 f"{self.busy_timeout:g} s; wait for it or use another cache path"
             )
-        elif isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+            return EvidenceError(message, kind="busy", backend=self.name)
+        if "unable to open" in text and self.path.exists():
+            # The file is there but no connection opens: most often no descriptor is left. A later attempt may pass.
+            return EvidenceError(f"search cache {self.path}: {text}", kind="busy", backend=self.name)
+        if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
             message = f"search cache {self.path} is corrupt ({text}); delete it or point the cache elsewhere"
         else:
             message = f"search cache {self.path}: {text}"
@@ -116,7 +156,12 @@ class CachedWebSearch:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
             self._connections.clear()
-        self._local = threading.local()
+            self._idle.clear()
+
+    @property
+    def open_connections(self) -> int:
+        with self._stats_lock:
+            return len(self._connections)
 
     # ----------------------------------------------------------------------------------------- keys
 
@@ -128,7 +173,8 @@ class CachedWebSearch:
 
     def _lookup(self, digest: str, query: str) -> list[Passage] | None:
         try:
-            row = self._connection().execute("SELECT passages FROM searches WHERE key = ?", (digest,)).fetchone()
+            with self._connection() as conn:
+                row = conn.execute("SELECT passages FROM searches WHERE key = ?", (digest,)).fetchone()
         except sqlite3.Error as exc:
             raise self._db_error(exc) from None
         if row is None:
@@ -136,18 +182,33 @@ class CachedWebSearch:
         try:
             return [Passage.model_validate(item) for item in json.loads(row[0])]
         except (json.JSONDecodeError, ValidationError, TypeError) as exc:
-            raise EvidenceError(
-                f"search cache {self.path}: stored results for {query!r} are unreadable "
-                f"({type(exc).__name__}); delete the cache or re-record",
-                kind="cache",
-                backend=self.name,
-            ) from None
+            if self.mode == "replay":  # nothing to refetch it from
+                raise EvidenceError(
+                    f"search cache {self.path}: stored results for {query!r} are unreadable "
+                    f"({type(exc).__name__}); re-record them (cache mode 'record')",
+                    kind="cache_miss",
+                    backend=self.name,
+                ) from None
+            warnings.warn(
+                f"search cache {self.path}: stored results for {query!r} were unreadable ({type(exc).__name__}); "
+                "dropped and searched again",
+                DamagedCacheEntryWarning,
+                stacklevel=3,
+            )
+            self._drop(digest)
+            return None
+
+    def _drop(self, digest: str) -> None:
+        try:
+            with self._connection() as conn, conn:
+                conn.execute("DELETE FROM searches WHERE key = ?", (digest,))
+        except sqlite3.Error as exc:
+            raise self._db_error(exc) from None
 
     def _store(self, digest: str, query: str, params: str, passages: list[Passage]) -> None:
         payload = json.dumps([p.model_dump(mode="json") for p in passages], ensure_ascii=False)
-        conn = self._connection()
         try:
-            with conn:
+            with self._connection() as conn, conn:
                 conn.execute(
                     "INSERT OR REPLACE INTO searches VALUES (?, ?, ?, ?, ?, ?)",
                     (
@@ -189,6 +250,7 @@ class CachedWebSearch:
 
     def __len__(self) -> int:
         try:
-            return int(self._connection().execute("SELECT COUNT(*) FROM searches").fetchone()[0])
+            with self._connection() as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM searches").fetchone()[0])
         except sqlite3.Error as exc:
             raise self._db_error(exc) from None

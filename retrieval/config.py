@@ -30,9 +30,11 @@ class CorpusConfig(BaseModel):
 
     Backend "lucene" reads MedRAG's layout, in MedRAG's words: `db_dir` and `corpora` (folder names under it;
     "medcorp" stands for its four), each searched through `<db_dir>/<corpus>/index/bm25` and its hits merged by
-    `merge` ("score": CLEAR's raw BM25 score; "rrf": MedRAG's reciprocal rank fusion). A source (preset, path,
+    `merge` ("score": by raw BM25 score, as the CLEAR code and MedRAG merge corpora; "interleave": in turn). A source (preset, path,
     hub) is written into that layout as corpus `name` first. A missing or half-built index is built with
-    `threads` indexing threads (default: every core).
+    `threads` indexing threads (default: every core), as `shards` shards (default: about 2x the cores, each of
+    250k+ snippets; 1 below 500k). Every corpus is searched on one pool of `search_threads` threads (default:
+    every core), through which Lucene searches an index's slices in parallel.
 
     `retriever` (MedRAG's names, for backend "lucene"): "bm25"; "medcpt", MedCPT dense retrieval over each
     corpus's faiss index (`<db_dir>/<corpus>/index/ncbi/MedCPT-Article-Encoder`, encoders from `medcpt`); or
@@ -61,6 +63,8 @@ class CorpusConfig(BaseModel):
     corpora: list[str] | None = None
     merge: MergeMethod = "score"
     threads: int | None = Field(default=None, ge=1)
+    shards: int | None = Field(default=None, ge=1)
+    search_threads: int | None = Field(default=None, ge=1)
     retriever: CorpusRetriever = "bm25"
     medcpt: MedCPTConfig = Field(default_factory=MedCPTConfig)
 
@@ -68,6 +72,15 @@ class CorpusConfig(BaseModel):
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("merge", mode="before")
+    @classmethod
+    def _renamed_merge(cls, value: object) -> object:
+        if value == "rrf":
+            raise ValueError(
+                'merge = "rrf" is now "interleave" (it took the corpora in turn); MedRAG merges corpora by score'
+            )
+        return value
 
     @field_validator("corpora")
     @classmethod

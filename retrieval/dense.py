@@ -8,8 +8,11 @@ Per corpus, MedRAG's `src/utils.py` lays the index out as:
         metadatas.jsonl           one line per vector, in index order: {"index": <line>, "source": <source>}
         faiss.index               inner-product index (flat, or HNSW) over those vectors
 
-A vector's snippet is line `index` of `chunk/<source>.jsonl`. A query is encoded as MedCPT's model card says:
-the query encoder, the [CLS] token's last hidden state, at most 64 tokens. Snippets are encoded as MedRAG does:
+A vector's snippet is line `index` of `chunk/<source>.jsonl`. A query is encoded as MedRAG encodes it: the query
+encoder, the [CLS] token's last hidden state, at most 512 tokens (`query_max_tokens`: MedRAG loads the encoder through
+sentence-transformers, whose default is the model's 512, and so does the CLEAR code's query encoder; MedCPT's model
+card cuts at 64, which leaves out the last sentence, the question itself, of most MedQA vignettes). Snippets are
+encoded as MedRAG does:
 (title, content) as a sentence pair through the article encoder, [CLS], at most 512 tokens. Scores are inner
 products, comparable across corpora encoded by one encoder, so several corpora merge by raw score, as in MedRAG.
 
@@ -38,9 +41,10 @@ from clearmed.signatures.records import Passage
 
 MEDCPT_QUERY_ENCODER: Final = "ncbi/MedCPT-Query-Encoder"
 MEDCPT_ARTICLE_ENCODER: Final = "ncbi/MedCPT-Article-Encoder"
-# MedCPT's model card: queries are cut at 64 tokens, articles (title, abstract) at 512.
-QUERY_MAX_TOKENS: Final = 64
-ARTICLE_MAX_TOKENS: Final = 512
+# Query tokens: MedRAG's (sentence-transformers' default, the encoder's 512) by default; MedCPT's model card says 64.
+QUERY_MAX_TOKENS: Final = 512
+MODEL_CARD_QUERY_MAX_TOKENS: Final = 64
+ARTICLE_MAX_TOKENS: Final = 512  # articles (title, abstract), as MedRAG and the model card both encode them
 # MedRAG names the index folder after the article encoder's hub id, whatever copy of it is loaded.
 INDEX_SUBDIR: Final = Path("index") / MEDCPT_ARTICLE_ENCODER
 FAISS_INDEX: Final = "faiss.index"
@@ -62,6 +66,11 @@ class MedCPTConfig(BaseModel):
 
     query_encoder: str = MEDCPT_QUERY_ENCODER
     article_encoder: str = MEDCPT_ARTICLE_ENCODER
+    query_max_tokens: int = Field(
+        default=QUERY_MAX_TOKENS,
+        ge=1,
+        description=f"query tokens: {QUERY_MAX_TOKENS} as MedRAG, {MODEL_CARD_QUERY_MAX_TOKENS} as MedCPT's card",
+    )
     batch_size: int = Field(default=32, ge=1, description="snippets per article-encoder batch when building")
 
 
@@ -126,8 +135,9 @@ class CLSEncoder:
 class MedCPTQueryEncoder:
     """MedCPT's query side: one query in, one vector out, remembered so several corpora encode it once."""
 
-    def __init__(self, name_or_path: str = MEDCPT_QUERY_ENCODER) -> None:
+    def __init__(self, name_or_path: str = MEDCPT_QUERY_ENCODER, max_tokens: int = QUERY_MAX_TOKENS) -> None:
         self.encoder = CLSEncoder(name_or_path)
+        self.max_tokens = max_tokens
         self._last: tuple[str, np.ndarray] | None = None
 
     @property
@@ -137,7 +147,7 @@ class MedCPTQueryEncoder:
     def encode(self, query: str) -> np.ndarray:
         """The query's vector, shape (1, dimension)."""
         if self._last is None or self._last[0] != query:
-            self._last = (query, self.encoder.encode([query], QUERY_MAX_TOKENS))
+            self._last = (query, self.encoder.encode([query], self.max_tokens))
         return self._last[1]
 
 
@@ -260,13 +270,13 @@ def open_medcpt(db_dir: Path, corpora: Sequence[str], config: MedCPTConfig | Non
     """One MedCPT retriever per corpus, sharing one query encoder (the indexes are checked before it loads)."""
     config = config or MedCPTConfig()
     indexes = [MedCPTIndex(db_dir, corpus) for corpus in corpora]
-    encoder = MedCPTQueryEncoder(config.query_encoder)
+    encoder = MedCPTQueryEncoder(config.query_encoder, config.query_max_tokens)
     return [MedCPTRetriever(encoder, index) for index in indexes]
 
 
 class MergedCorporaRetriever:
     """One kind of retriever over several corpora, each asked for `k`, their hits merged into the top `k`: by
-    raw score (MedRAG's merge over corpora, the default) or by reciprocal rank fusion."""
+    raw score (MedRAG's merge over corpora, the default) or taken in turn."""
 
     def __init__(self, retrievers: Sequence[Retriever], *, name: str, merge: MergeMethod = "score") -> None:
         self.retrievers = list(retrievers)

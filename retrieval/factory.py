@@ -68,7 +68,9 @@ def build_retriever(cfg: CorpusConfig, progress: Progress | None = None) -> Retr
 
         assert cfg.db_dir is not None
         build_lucene_indexes(cfg)
-        return LuceneRetriever.open(cfg.db_dir, cfg.lucene_corpora(), name=cfg.name, merge=cfg.merge)
+        return LuceneRetriever.open(
+            cfg.db_dir, cfg.lucene_corpora(), name=cfg.name, merge=cfg.merge, search_threads=cfg.search_threads
+        )
     if cfg.backend == "memory":
         return InMemoryRetriever(list(iter_corpus(cfg)), name=name)
     if cfg.backend == "rank_bm25":
@@ -154,7 +156,12 @@ def build_lucene_indexes(cfg: CorpusConfig, stats: IngestStats | None = None) ->
     for corpus in cfg.lucene_corpora():
         # A converted corpus keeps its own ids, which name no chunk line: its index stores the raw snippets.
         build = ensure_index(
-            cfg.db_dir, corpus, rebuild=cfg.rebuild, threads=cfg.threads, store_raw=corpus == converted
+            cfg.db_dir,
+            corpus,
+            rebuild=cfg.rebuild,
+            threads=cfg.threads,
+            store_raw=corpus == converted,
+            shards=cfg.shards,
         )
         if build is not None:
             builds[corpus] = build
@@ -170,10 +177,11 @@ def build_medcpt_retriever(cfg: CorpusConfig) -> Retriever:
     label = cfg.name or "+".join(corpora)
     if cfg.retriever == "medcpt":
         return MergedCorporaRetriever(medcpt, name=f"medcpt:{label}", merge=cfg.merge)
-    from clearmed.retrieval.lucene import LuceneCorpus, LuceneRetriever
+    from clearmed.retrieval.lucene import LuceneCorpus, LuceneRetriever, search_pool
 
     build_lucene_indexes(cfg)
-    bm25 = [LuceneRetriever([LuceneCorpus(cfg.db_dir, corpus)]) for corpus in corpora]
+    pool = search_pool(cfg.search_threads)
+    bm25 = [LuceneRetriever([LuceneCorpus(cfg.db_dir, corpus, pool=pool)]) for corpus in corpora]
     return RankFusionRetriever([bm25, medcpt], name=f"rrf-2:{label}")
 
 

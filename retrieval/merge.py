@@ -1,6 +1,7 @@
-"""One ranking from several: CLEAR's raw-score merge over corpora, and MedRAG's reciprocal rank fusion.
+"""One ranking from several: the raw-score merge over corpora (CLEAR's, and MedRAG's for one retriever's corpora), the
+corpora taken in turn, and MedRAG's reciprocal rank fusion across retrievers.
 
-Both take rankings of hits (`Passage`s, best first, as every `Retriever` returns them) and give the top `k`,
+Each takes rankings of hits (`Passage`s, best first, as every `Retriever` returns them) and give the top `k`,
 re-ranked 1..k in their provenance. A hit is the same document in two rankings when its corpus and document id
 agree (`hit_key`), so one snippet found by BM25 and by MedCPT is fused, while two corpora that reuse an id
 are not.
@@ -13,7 +14,10 @@ from typing import Literal
 
 from clearmed.signatures.records import Passage
 
-MergeMethod = Literal["score", "rrf"]
+# How one retriever's corpora are merged: by raw score (the CLEAR code's, and MedRAG's: its BM25 over MedCorp is
+# this), or taken in turn. Reciprocal rank fusion is for one document set ranked by different retrievers
+# (`RankFusionRetriever`).
+MergeMethod = Literal["score", "interleave"]
 
 # MedRAG's `RetrievalSystem.retrieve(question, k=32, rrf_k=100)`: the constant its RRF-2 and RRF-4 use.
 MEDRAG_RRF_K = 100
@@ -73,10 +77,32 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Passage]], k: int, rrf_k:
     return [_ranked(hit, rank, score) for rank, (hit, score) in enumerate(ordered, start=1)]
 
 
+def interleave(rankings: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
+    """The rankings taken in turn, best first: every ranking's first hit (in ranking order), then every second one,
+    top `k`; a document met again is kept once, and its raw score stays in the provenance.
+
+    This is what reciprocal rank fusion over the corpora of one retriever comes to: no hit is in two corpora (the
+    corpus is part of its key), so equal positions tie and the corpora alternate. It is no MedRAG merge."""
+    merged: list[Passage] = []
+    seen: set[tuple[str, str]] = set()
+    if k <= 0:
+        return merged
+    for position in range(max((len(ranking) for ranking in rankings), default=0)):
+        for ranking in rankings:
+            if position >= len(ranking) or hit_key(ranking[position]) in seen:
+                continue
+            hit = ranking[position]
+            seen.add(hit_key(hit))
+            merged.append(_ranked(hit, len(merged) + 1, hit.provenance.score or 0.0))
+            if len(merged) >= k:
+                return merged
+    return merged
+
+
 def merge_hits(rankings: Sequence[Sequence[Passage]], k: int, method: MergeMethod = "score") -> list[Passage]:
-    """The configured merge: "score" (CLEAR, the default) or "rrf" (MedRAG's reciprocal rank fusion)."""
-    if method == "rrf":
-        return reciprocal_rank_fusion(rankings, k)
+    """The configured corpus merge: "score" (CLEAR's and MedRAG's, the default) or "interleave"."""
+    if method == "interleave":
+        return interleave(rankings, k)
     return merge_by_score(rankings, k)
 
 

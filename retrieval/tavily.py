@@ -2,13 +2,13 @@
 
 Tavily's documented errors (docs.tavily.com, ``POST /search``) and what a search does with each:
 
-- 429 rate limit (tavily-python raises ``UsageLimitExceededError`` despite the name), 5xx, timeouts and dropped
-  connections are transient: retried up to ``max_retries`` times with tenacity, waiting ``Retry-After`` when Tavily
+- 429 rate limit (tavily-python raises ``UsageLimitExceededError`` despite the name), 5xx, timeouts, dropped
+  connections and a 200 whose body is not JSON (a proxy's error page, a cut connection) are transient: retried up to ``max_retries`` times with tenacity, waiting ``Retry-After`` when Tavily
   sends it, else exponential backoff with jitter (`clearmed.retries`), each retry counted in `count_retries()`;
 - 401 (bad or revoked key), 403, 432 (plan or key limit) and 433 (pay-as-you-go limit) will fail every later search
   too: raised as `clearmed.errors.FatalServiceError`, so a run stops instead of answering without evidence;
-- anything else (400 such as a query over 400 characters, a malformed body, retries exhausted) is an
-  `EvidenceError` with a `kind`, which the pathway records.
+- anything else (400 such as a query over 400 characters, JSON without a results list, retries exhausted) is an
+  `EvidenceError` with a `kind`, which the pathway records (transient kinds degrade the question).
 
 tavily-python runs *keyless* (rate-limited, anonymous) when no key is set instead of failing, so the key is checked
 here before any request. The key is read from the environment only, and scrubbed from every message we raise.
@@ -36,6 +36,7 @@ from clearmed.retries import backoff_delay, note_credits, note_retry, retry_hint
 from clearmed.retrieval.base import EvidenceError, SearchFailure
 from clearmed.retrieval.corpus import domain_of, parse_date
 from clearmed.signatures.records import Passage, Provenance
+from clearmed.signatures.sanitize import register_secret_env
 
 BACKEND = "tavily"
 SearchDepth = Literal["basic", "advanced", "fast", "ultra-fast"]
@@ -118,6 +119,7 @@ class TavilySearch:
 
     def api_key(self) -> str:
         """The key from the environment, or `EvidenceError(kind="no_key")` before any network access."""
+        register_secret_env(self.options.api_key_env)  # masked by value wherever text is written
         key = os.environ.get(self.options.api_key_env, "").strip()
         if not key:
             raise EvidenceError(
@@ -266,6 +268,8 @@ def _is_transient(exc: BaseException) -> bool:
     if exc.status is not None and (exc.status == 429 or exc.status >= 500):
         return True
     error = exc.error
+    if isinstance(error, ValueError) and exc.status == 200:  # a body that is not JSON: the next one may be
+        return True
     return isinstance(error, UsageLimitExceededError | TavilyTimeoutError | requests.Timeout | requests.ConnectionError)
 
 
@@ -301,7 +305,7 @@ def _classify(exc: Exception, timeout: float) -> tuple[SearchFailure, str]:
     if isinstance(exc, requests.ConnectionError):
         return "connection", "could not connect to the Tavily API (network down or api_base_url wrong)"
     if isinstance(exc, ValueError):  # requests' JSONDecodeError: a 200 whose body is not JSON
-        return "bad_response", "Tavily answered with a body that is not valid JSON"
+        return "malformed", "Tavily answered with a body that is not valid JSON"
     return "other", f"Tavily search failed ({type(exc).__name__}){suffix}"
 
 

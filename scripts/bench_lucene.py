@@ -1,7 +1,8 @@
 """Lucene (Anserini through pyserini's indexer) against bm25s on one corpus of N passages in MedRAG's layout.
 
-    python scripts/bench_lucene.py --passages 100000                        # ~4 minutes on 2 cores
-    python scripts/bench_lucene.py --passages 1000000 --passages 5000000 --threads 2 --json lucene.json
+    python scripts/bench_lucene.py --passages 50000 --engines lucene --shards 2 --threads 2   # ~2 minutes
+    python scripts/bench_lucene.py --passages 1000000 --passages 5000000 --engines lucene --shards 2 --threads 2 \
+        --keep --json lucene.json
     python scripts/bench_lucene.py --passages 50000 --passages 150000 --engines bm25s   # bm25s' RAM per passage
 
 The corpus: the shared corpora's real sentences recombined. Every OpenStax and MedQuAD text is split at sentence
@@ -9,16 +10,24 @@ ends (". ", "? ", "! "); sentences of 4 to 60 words are kept (213k distinct sent
 uniformly with replacement (numpy, seed 0) until it has at least `--words` words (default 280, 291 on average
 with the last sentence, which clearmed's tokenizer turns into about 180 tokens: 0.62 a word, stopwords dropped),
 takes the title of its first sentence's document, and is written as one MedRAG snippet (id `<file>_<line>`,
-title, content, contents) into `<work>/n<N>/synth/chunk/synthNNN.jsonl`, 100,000 a file. The vocabulary is
+title, content, contents) into `<work>/n<N>/synth/chunk/synthNNN.jsonl`, N/16 a file (at most 100,000). The vocabulary is
 therefore the shared corpora's, far smaller than PubMed's: a real corpus has a larger term dictionary.
 
-For each engine: build time (Lucene with `--threads`, bm25s single-threaded as clearmed runs it), peak RSS of the
-build (its own child process, `os.wait4`'s rusage), index size on disk (bm25s' folder holds its copy of the texts;
-Lucene's holds none: it reads the chunk files), and query latency p50/p95 over `--queries` MedQA question stems at
-k = 32, in a fresh process after 20 other stems as warm-up (JIT, page cache), with that process's peak RSS.
-Lucene is searched as MedRAG and the CLEAR code search it (Anserini's SimpleSearcher: BM25 k1 0.9, b 0.4, ties
-broken by document id). A bm25s build that clearmed refuses (its RAM estimate above the available memory: 5M
-passages on 24 GiB) is reported as refused, not run.
+For each engine: build time (Lucene: `clearmed`'s build, `--build-threads` indexing threads, `--shards` shards,
+the chunk files' line offsets included; bm25s single-threaded as clearmed runs it), peak RSS of the build (its
+own child process, `os.wait4`'s rusage), index size on disk (bm25s' folder holds its copy of the texts; Lucene's
+holds none: it reads the chunk files). With `--keep`, a Lucene index already built with the same shards is
+reused (its build columns are then empty), so a second run only queries.
+
+Query latency: `--queries` MedQA question stems at k = 32, in a fresh process after 20 other stems as warm-up
+(JIT, page cache), searched as clearmed searches (Anserini's analyzer, bag-of-words query, BM25 k1 0.9 b 0.4,
+sorted by score then id, Anserini's tie rounding) on a pool of 1 search thread and on one of `--threads`, in
+the same process: each stem is run on both, alternating which goes first. Per pool: p50/p95 of wall time and of
+the process's CPU time per query (every thread, the JVM's included: parallel slices cost some CPU in all), the
+speedup (1-thread p50 wall over the P-thread one), the index's segments and the slices Lucene searches in
+parallel, and the stems' mean Σdf/N (the postings scored per document, which sets the cost), with that of the
+five demo questions `clearmed doctor` reports for a real index. A bm25s build that
+clearmed refuses (its RAM estimate above the available memory: 5M passages on 24 GiB) is reported as refused.
 """
 
 from __future__ import annotations
@@ -62,10 +71,11 @@ def shared_sentences() -> tuple[list[str], list[str]]:
     return list(seen), list(seen.values())
 
 
-def write_corpus(chunks: Path, passages: int, words: int, seed: int = 0) -> dict[str, Any]:
-    """Write `passages` recombined snippets as MedRAG chunk files (kept when a previous run wrote the same)."""
+def write_corpus(chunks: Path, passages: int, words: int, seed: int = 0, per_file: int = PER_FILE) -> dict[str, Any]:
+    """Write `passages` recombined snippets as MedRAG chunk files of `per_file` lines (kept when a previous run
+    wrote the same)."""
     marker = chunks / "corpus.json"
-    wanted = {"passages": passages, "words": words, "seed": seed}
+    wanted = {"passages": passages, "words": words, "seed": seed, "per_file": per_file}
     if marker.is_file() and json.loads(marker.read_text())["spec"] == wanted:
         return json.loads(marker.read_text())
     shutil.rmtree(chunks, ignore_errors=True)
@@ -75,9 +85,9 @@ def write_corpus(chunks: Path, passages: int, words: int, seed: int = 0) -> dict
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
     total_words = 0
-    for start in range(0, passages, PER_FILE):
-        source = f"synth{start // PER_FILE:03d}"
-        count = min(PER_FILE, passages - start)
+    for start in range(0, passages, per_file):
+        source = f"synth{start // per_file:03d}"
+        count = min(per_file, passages - start)
         # Enough draws for the batch: mean sentence length is ~17 words, so 3x the expected need never runs out.
         draws = rng.integers(0, len(sentences), size=count * (3 * words // max(1, int(lengths.mean())) + 4))
         position = 0
@@ -133,33 +143,85 @@ def worker_bm25s_build(chunks: Path, index: Path) -> dict[str, Any]:
 WARM_UP = 20
 
 
-def worker_query(engine: str, where: Path, count: int) -> dict[str, Any]:
-    # Distinct warm-up queries first: the JVM compiles Lucene's scoring loops over the first dozens of queries.
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 1)
+
+
+def worker_lucene_build(chunks: Path, index: Path, threads: int, shards: int | None) -> dict[str, Any]:
+    from clearmed.retrieval.lucene import build_index
+
+    built = build_index(chunks, index, corpus=CORPUS, threads=threads, shards=shards)
+    return {"build_s": built.seconds, "documents": built.documents, "shards": built.shards}
+
+
+def worker_lucene_query(db: Path, count: int, threads: int) -> dict[str, Any]:
+    """Latency and CPU per query on a pool of 1 search thread and on one of `threads`, in this one process."""
+    from clearmed.commands.index import density_questions
+    from clearmed.retrieval.lucene import LuceneCorpus, SearchPool
+
     stems = medqa_queries(count + WARM_UP)
     warm_up, queries = stems[:WARM_UP], stems[WARM_UP:]
     started = time.perf_counter()
-    search: Any
-    if engine == "lucene":
-        from clearmed.retrieval.lucene import LuceneCorpus
+    sizes = sorted({1, threads})
+    corpora = {size: LuceneCorpus(db, CORPUS, pool=SearchPool(size)) for size in sizes}
+    opened = time.perf_counter() - started
+    for corpus in corpora.values():
+        for query in warm_up:
+            corpus.search(query, K)
+    wall: dict[int, list[float]] = {size: [] for size in sizes}
+    cpu: dict[int, list[float]] = {size: [] for size in sizes}
+    for number, query in enumerate(queries):
+        for size in sizes if number % 2 == 0 else sizes[::-1]:  # alternate which pool meets the query first
+            began, began_cpu = time.perf_counter(), time.process_time()
+            hits = corpora[size].search(query, K)
+            wall[size].append((time.perf_counter() - began) * 1000)
+            cpu[size].append((time.process_time() - began_cpu) * 1000)
+            assert hits, f"no hit for {query[:60]!r}"
+    one = corpora[sizes[0]]
+    segments, slices = one.slices()
+    result: dict[str, Any] = {
+        "open_s": round(opened, 2),
+        "queries": len(queries),
+        "shards": one.shards,
+        "segments": segments,
+        "slices": slices,
+        "density": round(one.density(queries), 3),
+        # The same five demo questions `clearmed doctor` measures a real index with: the two are comparable.
+        "demo_density": round(one.density(density_questions()), 3),
+        "pools": [
+            {
+                "search_threads": size,
+                "p50_ms": percentile(wall[size], 0.5),
+                "p95_ms": percentile(wall[size], 0.95),
+                "cpu_p50_ms": percentile(cpu[size], 0.5),
+                "cpu_p95_ms": percentile(cpu[size], 0.95),
+            }
+            for size in sizes
+        ],
+    }
+    result["speedup"] = round(statistics.median(wall[1]) / statistics.median(wall[sizes[-1]]), 2)
+    return result
 
-        searcher = LuceneCorpus(where, CORPUS)
-        search = searcher.search
-    else:
-        search = BM25sRetriever.load(where).retrieve
+
+def worker_bm25s_query(index: Path, count: int) -> dict[str, Any]:
+    stems = medqa_queries(count + WARM_UP)
+    warm_up, queries = stems[:WARM_UP], stems[WARM_UP:]
+    started = time.perf_counter()
+    search = BM25sRetriever.load(index).retrieve
     opened = time.perf_counter() - started
     for query in warm_up:
         search(query, K)
     latencies = []
     for query in queries:
-        started = time.perf_counter()
+        began = time.perf_counter()
         hits = search(query, K)
-        latencies.append((time.perf_counter() - started) * 1000)
+        latencies.append((time.perf_counter() - began) * 1000)
         assert hits, f"no hit for {query[:60]!r}"
-    ordered = sorted(latencies)
     return {
         "open_s": round(opened, 2),
-        "p50_ms": round(statistics.median(ordered), 1),
-        "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+        "p50_ms": percentile(latencies, 0.5),
+        "p95_ms": percentile(latencies, 0.95),
         "queries": len(queries),
     }
 
@@ -192,7 +254,8 @@ def worker_command(*args: str) -> list[str]:
 def bench_size(work: Path, passages: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     db = work / f"n{passages}"
     chunks = db / CORPUS / "chunk"
-    corpus = write_corpus(chunks, passages, args.words)
+    # At least 16 chunk files (PubMed's hold about 20k snippets each), so that shards get whole files to split.
+    corpus = write_corpus(chunks, passages, args.words, per_file=min(PER_FILE, -(-passages // 16)))
     print(
         f"# {passages:,} passages: {corpus['mean_words']} words each on average, chunk files "
         f"{corpus['chunk_bytes'] / 2**30:.2f} GiB (recombined from {corpus['distinct_sentences']:,} sentences)",
@@ -200,33 +263,43 @@ def bench_size(work: Path, passages: int, args: argparse.Namespace) -> list[dict
     )
     rows: list[dict[str, Any]] = []
     if "lucene" in args.engines:
+        from clearmed.retrieval.lucene import index_state, read_build
+
         index = db / CORPUS / "index" / "bm25"
-        shutil.rmtree(index, ignore_errors=True)
-        command = [
-            sys.executable, "-m", "clearmed.retrieval.lucene", "--collection", "JsonCollection",
-            "--input", str(chunks), "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator",
-            "--threads", str(args.threads),
-        ]  # fmt: skip
-        built, seconds, rss, tail = run_measured(command)
-        row: dict[str, Any] = {"engine": "lucene", "passages": passages, "threads": args.threads}
-        if "error" in built or not any(index.glob("segments_*")):
-            row["error"] = built.get("error") or tail
-        else:
-            row.update(build_s=round(seconds, 1), build_rss_mb=round(rss), disk_mb=round(directory_size(index) / 2**20))
-            queried, _, qrss, _ = run_measured(worker_command("query", "lucene", str(db), str(args.queries)))
+        built_before = read_build(index)
+        reuse = (
+            args.keep
+            and index_state(index)[0] == "complete"
+            and built_before is not None
+            and (args.shards is None or built_before.shards == args.shards)
+        )
+        row: dict[str, Any] = {"engine": "lucene", "passages": passages, "threads": args.build_threads}
+        if not reuse:
+            shutil.rmtree(index, ignore_errors=True)
+            shards = [] if args.shards is None else [str(args.shards)]
+            command = worker_command("lucene-build", str(chunks), str(index), str(args.build_threads), *shards)
+            built, _, rss, tail = run_measured(command)
+            if "error" in built:
+                row["error"] = built["error"] or tail
+            else:
+                row.update(build_s=built["build_s"], build_rss_mb=round(rss))
+        if "error" not in row:
+            row["disk_mb"] = round(directory_size(index) / 2**20)
+            command = worker_command("lucene-query", str(db), str(args.queries), str(args.threads))
+            queried, _, qrss, _ = run_measured(command)
             row.update(queried, query_rss_mb=round(qrss))
         rows.append(row)
         print_table(rows[-1:])
     if "bm25s" in args.engines:
         index = db / "bm25s"
         shutil.rmtree(index, ignore_errors=True)
-        built, seconds, rss, _ = run_measured(worker_command("bm25s-build", str(chunks), str(index)))
+        built, _, rss, _ = run_measured(worker_command("bm25s-build", str(chunks), str(index)))
         row = {"engine": "bm25s", "passages": passages, "threads": 1}
         if "error" in built:
             row["error"] = built["error"]
         else:
             row.update(build_s=built["build_s"], build_rss_mb=round(rss), disk_mb=round(directory_size(index) / 2**20))
-            queried, _, qrss, _ = run_measured(worker_command("query", "bm25s", str(index), str(args.queries)))
+            queried, _, qrss, _ = run_measured(worker_command("bm25s-query", str(index), str(args.queries)))
             row.update(queried, query_rss_mb=round(qrss))
         rows.append(row)
         print_table(rows[-1:])
@@ -238,26 +311,48 @@ def bench_size(work: Path, passages: int, args: argparse.Namespace) -> list[dict
 COLUMNS = [
     ("engine", "engine"),
     ("passages", "passages"),
+    ("shards", "shards"),
     ("threads", "build threads"),
     ("build_s", "build s"),
     ("build_rss_mb", "build peak RSS MB"),
     ("disk_mb", "index MB"),
     ("open_s", "open s"),
+    ("search_threads", "search threads"),
     ("p50_ms", "p50 ms (k=32)"),
     ("p95_ms", "p95 ms"),
+    ("cpu_p50_ms", "CPU p50 ms"),
+    ("cpu_p95_ms", "CPU p95 ms"),
+    ("speedup", "speedup 1->P"),
+    ("slices", "segments / slices"),
+    ("density", "mean Σdf/N"),
+    ("demo_density", "demo Σdf/N"),
     ("query_rss_mb", "query peak RSS MB"),
 ]
+
+
+def table_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """One line per search pool (bm25s and failures: one line)."""
+    if "pools" not in row:
+        return [row]
+    lines = []
+    for pool in row["pools"]:
+        line = {key: value for key, value in row.items() if key != "pools"} | pool
+        line["slices"] = f"{row['segments']} / {row['slices']}"
+        if pool["search_threads"] == 1:
+            line.pop("speedup", None)
+        lines.append(line)
+    return lines
 
 
 def print_table(rows: list[dict[str, Any]], header: bool = True) -> None:
     if header:
         print("| " + " | ".join(title for _, title in COLUMNS) + " |")
         print("|" + "---|" * len(COLUMNS))
-    for row in rows:
-        if "error" in row:
-            print(f"| {row['engine']} | {row['passages']:,} | {row['error']} |" + " |" * (len(COLUMNS) - 3))
+    for line in [line for row in rows for line in table_rows(row)]:
+        if "error" in line:
+            print(f"| {line['engine']} | {line['passages']:,} | {line['error']} |" + " |" * (len(COLUMNS) - 3))
             continue
-        cells = [row.get(key) for key, _ in COLUMNS]
+        cells = [line.get(key) for key, _ in COLUMNS]
         print("| " + " | ".join("-" if c is None else f"{c:,}" if isinstance(c, int) else str(c) for c in cells) + " |")
     sys.stdout.flush()
 
@@ -266,11 +361,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--passages", type=int, action="append", help="corpus size (repeat for several)")
     parser.add_argument("--engines", nargs="+", default=["lucene", "bm25s"], choices=["lucene", "bm25s"])
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="Lucene indexing threads")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="Lucene search threads (and 1)")
+    parser.add_argument("--shards", type=int, help="Lucene index shards (default: clearmed's, by size and cores)")
+    parser.add_argument("--build-threads", type=int, default=os.cpu_count() or 1, help="Lucene indexing threads")
     parser.add_argument("--words", type=int, default=280, help="minimum words per passage")
     parser.add_argument("--queries", type=int, default=100, help="MedQA question stems timed per engine")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/clearmed-bench-lucene"))
-    parser.add_argument("--keep", action="store_true", help="keep the corpora and indexes afterwards")
+    parser.add_argument("--keep", action="store_true", help="keep (and reuse) the corpora and indexes")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -280,16 +377,24 @@ def main() -> int:
         try:
             if kind == "bm25s-build":
                 result = worker_bm25s_build(Path(rest[0]), Path(rest[1]))
+            elif kind == "bm25s-query":
+                result = worker_bm25s_query(Path(rest[0]), int(rest[1]))
+            elif kind == "lucene-build":
+                shards = int(rest[3]) if len(rest) > 3 else None
+                result = worker_lucene_build(Path(rest[0]), Path(rest[1]), int(rest[2]), shards)
             else:
-                result = worker_query(rest[0], Path(rest[1]), int(rest[2]))
-        except EvidenceError as exc:
-            print(f"refused: {exc}" if "lucene" in str(exc) else f"error: {exc}")
+                result = worker_lucene_query(Path(rest[0]), int(rest[1]), int(rest[2]))
+        except EvidenceError as exc:  # bm25s refuses a build its RAM estimate does not fit
+            print(f"refused: {exc}" if kind == "bm25s-build" and "lucene" in str(exc) else f"error: {exc}")
             return 1
         print(json.dumps(result))
         return 0
 
     rows: list[dict[str, Any]] = []
-    print(f"# {os.cpu_count()} cores; Lucene builds with {args.threads} threads; queries: MedQA stems, k = {K}")
+    print(
+        f"# {os.cpu_count()} cores; Lucene builds with {args.build_threads} threads, searches on 1 and "
+        f"{args.threads}; queries: MedQA stems, k = {K}"
+    )
     for passages in args.passages or [100_000]:
         rows.extend(bench_size(args.work_dir, passages, args))
     print("\n# all results")

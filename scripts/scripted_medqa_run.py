@@ -127,6 +127,8 @@ def script(plans: list[Plan]) -> dict[str, object]:
             "clearly_supports_challenger": ok,
             "aligned_with_question": True,
             "supports_exact_option": ok,
+            "default_not_better_supported": ok,
+            "no_unresolved_conflict": ok,
         }
 
     return {

@@ -111,7 +111,7 @@ class AssessOverride(dspy.Signature):
     options: str = dspy.InputField(desc="the answer options; empty for free text")
     default_answer: str = dspy.InputField(desc="the answer kept unless the override is justified")
     challenger_answer: str = dspy.InputField(desc="the dynamic pathway's answer")
-    evidence: str = dspy.InputField(desc="web evidence including the targeted follow-up search, with quality labels")
+    evidence: str = dspy.InputField(desc="the targeted follow-up search's web results, with quality labels")
     rationale: str = dspy.OutputField(desc="two sentences at most")
     supports_challenger: bool = dspy.OutputField(desc="the evidence explicitly supports the challenger")
     default_not_better_supported: bool = dspy.OutputField(desc="the default answer is not better supported")
@@ -131,11 +131,13 @@ class AssessChallenge(dspy.Signature):
     options: str = dspy.InputField(desc="the answer options; empty for free text")
     default_answer: str = dspy.InputField(desc="the parametric-local consensus")
     challenger_answer: str = dspy.InputField(desc="the dynamic pathway's answer")
-    evidence: str = dspy.InputField(desc="web evidence including the targeted follow-up search, with quality labels")
+    evidence: str = dspy.InputField(desc="the targeted follow-up search's web results, with quality labels")
     rationale: str = dspy.OutputField(desc="two sentences at most")
     clearly_supports_challenger: bool = dspy.OutputField()
     aligned_with_question: bool = dspy.OutputField(desc="the evidence addresses this exact question and patient")
     supports_exact_option: bool = dspy.OutputField(desc="the support is for the exact option (true for free text)")
+    default_not_better_supported: bool = dspy.OutputField(desc="the default answer is not better supported")
+    no_unresolved_conflict: bool = dspy.OutputField(desc="no material conflict in the evidence remains")
 
 
 class MapToOptions(dspy.Signature):

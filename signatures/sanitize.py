@@ -5,12 +5,20 @@ sequences, NUL bytes and invisible formatting characters (bidi overrides, zero-w
 prompt, a terminal or a result file; they also hide words from the evidence screen ("ig<ZWSP>nore").
 `redact_secrets` runs on every recorded error message, because provider errors sometimes quote the
 credentials they were sent, and recorded errors end up in run folders, logs and terminals.
+
+Secrets are recognised by value, not only by shape: the config registers every credential it resolves
+(`register_secret_env` for each `api_key_env` and the Tavily key's variable, `register_secret` for the user and
+password in an `api_base`), and `redact_secrets` masks those values whatever they look like, as well as environment
+values under credential-like names and anything shaped like a key.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import threading
+from urllib.parse import unquote, urlsplit
 
 # C0 and C1 controls except tab and newline; DEL; and the invisible format characters that reorder or hide
 # text (soft hyphen, zero-width space/joiners, LRM/RLM, bidi embeddings and isolates, word joiner, BOM).
@@ -29,6 +37,46 @@ _KEY_SHAPES = re.compile(
     r"|(?i:\bbearer\s+)[A-Za-z0-9._\-+/=]{12,}"
 )
 REDACTED = "***"
+# A registered secret is known to be one: masked from this length on (shorter ones would mask common words).
+_MIN_REGISTERED = 6
+_REGISTRY_LOCK = threading.Lock()
+_REGISTERED_VALUES: set[str] = set()
+_REGISTERED_NAMES: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Mask `value` in every text `redact_secrets` cleans from now on (a key, a password)."""
+    value = (value or "").strip()
+    if len(value) >= _MIN_REGISTERED:
+        with _REGISTRY_LOCK:
+            _REGISTERED_VALUES.add(value)
+
+
+def register_secret_env(name: str | None) -> None:
+    """Mask the value of environment variable `name` (read at each redaction: a key set later is masked too)."""
+    if name:
+        with _REGISTRY_LOCK:
+            _REGISTERED_NAMES.add(name)
+
+
+def register_url_credentials(url: str | None) -> None:
+    """Mask the user and password of a URL such as ``http://user:password@host/v1``, as written, decoded, and as
+    the Basic authorization a client derives from them."""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    user, password = parts.username, parts.password
+    if password is None:
+        register_secret(user)
+        return
+    for raw in (password, unquote(password)):
+        register_secret(raw)
+    pair = f"{unquote(user or '')}:{unquote(password)}"
+    register_secret(pair)
+    register_secret(base64.b64encode(pair.encode()).decode())
 
 
 def clean_text(text: str) -> str:
@@ -45,11 +93,16 @@ def _environment_secrets() -> list[str]:
         for name, value in os.environ.items()
         if _SECRET_NAME.search(name) and len(value.strip()) >= _MIN_SECRET
     }
+    with _REGISTRY_LOCK:
+        values |= _REGISTERED_VALUES
+        names = list(_REGISTERED_NAMES)
+    values |= {value for name in names if len(value := os.environ.get(name, "").strip()) >= _MIN_REGISTERED}
     return sorted(values, key=len, reverse=True)  # longest first, so a key containing another is hidden whole
 
 
 def redact_secrets(text: str) -> str:
-    """`text` with credential values from the environment, and anything shaped like an API key, replaced."""
+    """`text` with the registered secrets, credential values from the environment, and anything shaped like an API
+    key, replaced."""
     if not text:
         return text
     for secret in _environment_secrets():

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("DSPY_CACHEDIR", tempfile.mkdtemp(prefix="clearmed-dspy-cache-"))
+if "DSPY_CACHEDIR" not in os.environ:
+    # One throwaway cache a test session, removed when it ends (each session used to leave one in /tmp).
+    os.environ["DSPY_CACHEDIR"] = tempfile.mkdtemp(prefix="clearmed-dspy-cache-")
+    atexit.register(shutil.rmtree, os.environ["DSPY_CACHEDIR"], ignore_errors=True)
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

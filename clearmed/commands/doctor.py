@@ -6,7 +6,8 @@ Checks, in order: the llama.cpp build (version, system info, the CPU flags it wa
 CPU's), the embedded model file (path, size, sha256), the engine self-check in a child process with its
 prompt and generation tokens/s, then the optional backends the config names (the Tavily key's presence,
 OpenAI-compatible endpoints reachable, and whether they return log-probabilities and continue an assistant
-message, which log-probability scoring needs; for a Lucene corpus, which Java and pyserini were found and every
+message, which log-probability scoring needs, and each remote backbone's context window with where it came from: the
+config, the server, or unknown, in which case the first overflow teaches it; for a Lucene corpus, which Java and pyserini were found and every
 corpus's index: documents, size, whether it opens). Keys are never printed: only whether they are set and
 whether the server accepted them. Exit 0 when everything the config needs works, 1 otherwise.
 """
@@ -21,6 +22,7 @@ import urllib.request
 from collections.abc import Callable
 
 from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.context_window import Window, resolve_window
 from clearmed.backbones.engine_build import (
     ENGINE_VERSION,
     REINSTALL_COMMAND,
@@ -63,6 +65,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         else:
             key_note = f", key {_key_state(backbone.api_key_env)}" if backbone.api_key_env else ""
             print(f"{role}: hosted model {backbone.model}{key_note} (not probed: a call would be billed)")
+            report_window(role, resolve_window(backbone), say=print)
     if config.corpus is not None and config.corpus.backend == "lucene":
         healthy &= check_lucene(config.corpus, say=print)
     search = config.search
@@ -140,6 +143,7 @@ def check_endpoint(role: str, backbone: BackboneConfig, *, say: Say) -> bool:
     if status == 200:
         say(f"{role}: {backbone.model} at {backbone.api_base}: reachable{key_note}")
         report_capabilities(role, probe_capabilities(str(backbone.api_base), backbone.model, key or None), say=say)
+        report_window(role, resolve_window(backbone, api_key=key or None), say=say)
         return True
     if isinstance(status, int):
         say(f"{role}: {backbone.model} at {backbone.api_base}: answered HTTP {status}{key_note}")
@@ -160,6 +164,20 @@ def report_capabilities(role: str, found: EndpointCapabilities, *, say: Say) -> 
     )
 
 
+def report_window(role: str, window: Window, *, say: Say) -> None:
+    """The backbone's context window and where it came from (`backbones.context_window`); informational: an unknown
+    window is learned from the first context-length error, and the stage that met it is refitted and retried."""
+    source = {"config": "config", "engine": "engine", "server": "server", "map": "LiteLLM's model map"}.get(
+        window.source, window.source
+    )
+    if window.tokens is not None:
+        detail = f": {window.detail}" if window.source == "server" and window.detail else ""
+        say(f"{role}: context window {window.tokens:,} tokens ({source}{detail})")
+    else:
+        why = f" ({window.detail})" if window.detail else ""
+        say(f"{role}: context window unknown{why}: the first overflow will teach it")
+
+
 def check_tavily(api_key_env: str, api_base_url: str | None, *, say: Say) -> bool:
     """Whether the key is set and Tavily's host answers (a GET costs no search credit)."""
     base = api_base_url or "https://api.tavily.com"
@@ -172,7 +190,7 @@ def check_tavily(api_key_env: str, api_base_url: str | None, *, say: Say) -> boo
 
 def check_lucene(corpus: CorpusConfig, *, say: Say) -> bool:
     """Java and pyserini for the Lucene backend, then each corpus's index; False when any cannot be searched."""
-    from clearmed.commands.index import lucene_summary
+    from clearmed.commands.index import density_questions, lucene_summary
     from clearmed.retrieval.lucene import LuceneSetupError, anserini_jar, describe_index, find_java, pyserini_version
 
     try:
@@ -192,7 +210,8 @@ def check_lucene(corpus: CorpusConfig, *, say: Say) -> bool:
     assert corpus.db_dir is not None
     healthy = True
     for name in corpus.lucene_corpora():
-        report = describe_index(corpus.db_dir, name).model_dump(mode="json")
+        # Shards, and the mean Σdf/N of a few demo questions: the density that sets a query's cost.
+        report = describe_index(corpus.db_dir, name, queries=density_questions()).model_dump(mode="json")
         say(f"corpus {name}: {lucene_summary(report)}")
         healthy &= bool(report["opens"])
     return healthy

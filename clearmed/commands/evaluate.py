@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from clearmed.benchmarks import BenchmarkSet, OnError
     from clearmed.config import ClearmedConfig
     from clearmed.evaluation import EvalSpec, RunSummary
+    from clearmed.evaluation.recorded import RecordedPathway
+    from clearmed.signatures.records import Question
 
 
 def _slug(text: str) -> str:
@@ -68,6 +71,28 @@ def _load_questions(args: argparse.Namespace) -> BenchmarkSet:
     )
 
 
+def _recorded_pathways(given: list[str], questions: Sequence[Question]) -> list[RecordedPathway]:
+    """`--pathway NAME=SOURCE` as recorded (or absent) pathways; a bad form or an unreadable source is one line."""
+    from clearmed.evaluation.recorded import RecordedPathwayError, absent_pathway, read_recorded_pathway
+
+    chosen: dict[str, RecordedPathway] = {}
+    for item in given:
+        name, sep, source = item.partition("=")
+        if not sep or name not in ("parametric", "local", "dynamic") or not source:
+            raise UsageError(f"--pathway {item!r}: give NAME=SOURCE with NAME parametric, local or dynamic")
+        if name in chosen:
+            raise UsageError(f"--pathway {name} is given twice")
+        try:
+            chosen[name] = (
+                absent_pathway(name, questions)  # type: ignore[arg-type]
+                if source == "absent"
+                else read_recorded_pathway(Path(source), name, questions)  # type: ignore[arg-type]
+            )
+        except RecordedPathwayError as err:
+            raise UsageError(f"--pathway {name}: {err}") from None
+    return list(chosen.values())
+
+
 def run_eval(args: argparse.Namespace) -> int:
     """Exit codes: 0 done, 2 bad input or a fatal service error (a rejected key, an exhausted balance, a missing
     model: the run stops after its questions in flight and resumes with the same command), 3 the budget reached."""
@@ -86,6 +111,8 @@ def run_eval(args: argparse.Namespace) -> int:
     if artifact is not None:
         refuse_seen_ids([q.id for q in bench.questions], artifact, allow=args.allow_train_overlap)
     label = args.program if artifact is None else f"{args.program}+{artifact.path.resolve().name}"
+    recorded = _recorded_pathways(args.pathway, bench.questions)
+    label += "".join(f"+{r.pathway}={r.label}" for r in recorded)
     run_dir = (
         Path(args.run_dir)
         if args.run_dir
@@ -107,6 +134,7 @@ def run_eval(args: argparse.Namespace) -> int:
         limit=args.limit,
         seed=args.seed,
         artifact=str(artifact.path.resolve()) if artifact is not None else None,
+        recorded_pathways={r.pathway: r.source for r in recorded},
     )
     threads = args.threads or config.run.num_threads
     max_cost = args.max_cost if args.max_cost is not None else config.run.max_cost
@@ -120,7 +148,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from clearmed.assemble import build_program
     from clearmed.evaluation.scoring import scorer_for
 
-    program = build_program(args.program, config)
+    program = build_program(args.program, config, pathways={r.pathway: r.module() for r in recorded})
     apply_artifact(program, artifact, config)
     try:
         run_evaluation(
@@ -173,7 +201,7 @@ def _write_summary(spec: EvalSpec, config: ClearmedConfig, console: Console) -> 
             manifest,
             seed=spec.seed,
             leaks=audits,
-            prices=Prices(config.backbones),
+            prices=Prices.of(config),
             set_aside=read_set_aside_degraded(run_dir),
         )
         store.write_json("summary.json", summary.model_dump_json(indent=2))
@@ -196,7 +224,12 @@ def _estimate_text(spec: EvalSpec, config: ClearmedConfig, threads: int, *, pilo
         runs = [(spec.run_dir, spec.benchmark)]
     else:
         found = stored_runs(
-            config.run.runs_dir, config, program=spec.program, artifact=spec.artifact, extra=[spec.run_dir]
+            config.run.runs_dir,
+            config,
+            program=spec.program,
+            artifact=spec.artifact,
+            recorded_pathways=spec.recorded_pathways,
+            extra=[spec.run_dir],
         )
         runs = [(folder, manifest.benchmark) for folder, manifest in found]
         if not runs:
@@ -216,7 +249,7 @@ def _estimate_text(spec: EvalSpec, config: ClearmedConfig, threads: int, *, pilo
         credits = float(search_credits(config.search.tavily.search_depth))
     result = estimate(
         records,
-        Prices(config.backbones),
+        Prices.of(config),
         questions=left,
         threads=threads,
         basis_runs=[str(folder) for folder in folders],
@@ -236,7 +269,7 @@ def run_compare(args: argparse.Namespace) -> int:
     scope = ""
     if args.common:
         sizes = {s.benchmark: s.evaluated for s in summaries}
-        scope = "\nOn the questions all runs of a benchmark share: " + ", ".join(f"{b} {n}" for b, n in sizes.items())
+        scope = "\nOn the questions clean in every run: " + ", ".join(f"{b} {n}" for b, n in sizes.items())
         scope += ".\n\n"
     labels = [run.label for run in runs]
     table = (
@@ -297,6 +330,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     evaluate.add_argument(
         "--pilot", type=int, metavar="N", help="with --estimate: run the first N questions first and estimate from them"
+    )
+    evaluate.add_argument(
+        "--pathway",
+        action="append",
+        default=[],
+        metavar="NAME=SOURCE",
+        help="take a pathway's answers from a recorded run instead of running it: NAME is parametric, local or "
+        "dynamic; SOURCE a MIRAGE prediction folder or a clearmed run folder, or 'absent' to leave the pathway "
+        "out (repeatable; the adjudication always runs live)",
     )
     evaluate.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
     evaluate.set_defaults(func=run_eval)

@@ -1,10 +1,11 @@
 """`clearmed compare`: finished runs side by side, optionally on the questions they all share, with paired tests.
 
 Runs of different sizes are not comparable question for question: a 40-question variant against a 50-question
-baseline differs by ten questions before it differs by program. `--common` re-summarizes every run (with this
-version's report code) on the question ids all runs of its benchmark answered; the paired table is always
-computed on the ids each run shares with the first run of its benchmark. Degraded questions (a stage failed after its
-retries) are left out of the paired table as they are of accuracy: they are not the program's answers.
+baseline differs by ten questions before it differs by program. Every run is summarized with this version's report
+code (a summary.json written by an older one may count degraded questions otherwise). `--common` summarizes each run on
+the question ids that are clean in every run of its benchmark (answered, no stage failed after its retries), so
+no run is charged or excused for another's failures; the paired table is computed on the ids each run shares with
+the first run of its benchmark. A degraded question counts wrong there as it does in accuracy (`report.RunSummary`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class ComparedRun(BaseModel):
     label: str
     folder: str
     summary: RunSummary
-    correct: dict[str, bool]  # question id -> scored correct (unscored and degraded questions are absent)
+    correct: dict[str, bool]  # question id -> scored correct, degraded ones wrong (unscored questions are absent)
 
 
 def _manifest(folder: Path) -> RunManifest:
@@ -42,9 +43,9 @@ def _manifest(folder: Path) -> RunManifest:
 
 def _correct(records: Sequence[EvalRecord]) -> dict[str, bool]:
     return {
-        r.question_id: r.score.correct
+        r.question_id: r.score.correct and not r.degraded
         for r in records
-        if r.score is not None and r.score.rubric_grade is None and not r.degraded
+        if r.score is not None and r.score.rubric_grade is None
     }
 
 
@@ -53,9 +54,11 @@ def snapshot_prices(folder: Path) -> Prices | None:
     try:
         snapshot = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         backbones = {role: BackboneConfig.model_validate(table) for role, table in snapshot["backbones"].items()}
+        # Tavily's credit price as the run had it (runs from before it was priced: 0, as their records were).
+        per_credit = float(snapshot.get("run", {}).get("tavily_usd_per_credit", 0.0))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError):
         return None
-    return Prices(backbones)
+    return Prices(backbones, usd_per_credit=per_credit)
 
 
 def _labels(folders: Sequence[Path]) -> list[str]:
@@ -65,16 +68,18 @@ def _labels(folders: Sequence[Path]) -> list[str]:
 
 
 def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:
-    """Each folder's summary: its own summary.json, or with `common` recomputed on the ids that every run of the
-    same benchmark answered."""
+    """Each finished run folder (one with a summary.json) summarized from its records; with `common`, any run folder,
+    on the ids that are clean in every run of the same benchmark."""
     runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
     for folder in folders:
         manifest = _manifest(folder)
+        if not common and not (folder / "summary.json").is_file():
+            raise RunStoreError(f"{folder}: no summary.json (is it a finished run folder?)")
         runs.append((folder, manifest, list(read_records(folder))))
-    shared: dict[str, set[str]] = {}  # benchmark -> the ids all of its runs answered
+    shared: dict[str, set[str]] = {}  # benchmark -> the ids clean in all of its runs
     if common:
         for _, manifest, records in runs:
-            ids = {r.question_id for r in records}
+            ids = {r.question_id for r in records if not r.degraded}
             benchmark = manifest.benchmark
             shared[benchmark] = shared[benchmark] & ids if benchmark in shared else ids
         empty = sorted(benchmark for benchmark, ids in shared.items() if not ids)
@@ -82,19 +87,13 @@ def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[Compared
             raise RunStoreError(f"the {', '.join(empty)} runs share no question ids; compare them without --common")
     compared = []
     for (folder, manifest, records), label in zip(runs, _labels(folders), strict=True):
+        set_aside = read_set_aside_degraded(folder)
         if common:
             ids = shared[manifest.benchmark]
             records = [r for r in records if r.question_id in ids]
             manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in ids]})
-            set_aside = [r for r in read_set_aside_degraded(folder) if r.question_id in ids]
-            summary = summarize(
-                records, manifest, seed=manifest.seed, prices=snapshot_prices(folder), set_aside=set_aside
-            )
-        else:
-            path = folder / "summary.json"
-            if not path.is_file():
-                raise RunStoreError(f"{folder}: no summary.json (is it a finished run folder?)")
-            summary = RunSummary.model_validate(json.loads(path.read_text(encoding="utf-8")))
+            set_aside = [r for r in set_aside if r.question_id in ids]
+        summary = summarize(records, manifest, seed=manifest.seed, prices=snapshot_prices(folder), set_aside=set_aside)
         compared.append(ComparedRun(label=label, folder=str(folder), summary=summary, correct=_correct(records)))
     return compared
 

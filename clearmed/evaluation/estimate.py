@@ -13,7 +13,7 @@ account's rate limit) makes it longer.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -42,6 +42,7 @@ class Estimate(BaseModel):
     completion_tokens: float
     usd: float | None
     search_credits: float
+    search_usd: float = 0.0  # per question: the credits at `[run] tavily_usd_per_credit`
     seconds: float
     cache_hit_share: float
 
@@ -53,6 +54,12 @@ class Estimate(BaseModel):
         n = self.questions
         dollars = "unknown (a backbone has no price)" if self.usd is None else f"${self.usd * n:,.2f}"
         per_q = "" if self.usd is None else f" (${self.usd:.4f}/question)"
+        search = f" = ${self.search_usd * n:,.2f}" if self.search_usd else ""
+        total = (
+            f"  total dollars   ${(self.usd + self.search_usd) * n:,.2f} (LM and Tavily; grading comes on top)"
+            if self.usd is not None
+            else ""
+        )
         where = "" if self.same_benchmark else f" (no stored run on {benchmark}: from other benchmarks)"
         lines = [
             f"estimate for {n} question{'s' if n != 1 else ''} of {benchmark} at {self.threads} "
@@ -62,7 +69,8 @@ class Estimate(BaseModel):
             f"  prompt tokens   {self.prompt_tokens * n:,.0f} ({self.prompt_tokens:,.0f}/question)",
             f"  output tokens   {self.completion_tokens * n:,.0f} ({self.completion_tokens:,.0f}/question)",
             f"  LM dollars      {dollars}{per_q}",
-            f"  Tavily credits  {self.search_credits * n:,.0f} ({self.search_credits:.1f}/question)",
+            f"  Tavily credits  {self.search_credits * n:,.0f} ({self.search_credits:.1f}/question){search}",
+            *([total] if total and self.search_usd else []),
             f"  wall time       {_duration(self.wall_seconds)} ({self.seconds:.1f} s/question)",
         ]
         if self.cache_hit_share >= 0.05:
@@ -80,9 +88,17 @@ def _duration(seconds: float) -> str:
 
 
 def stored_runs(
-    runs_dir: Path, config: ClearmedConfig, *, program: str, artifact: str | None, extra: Sequence[Path] = ()
+    runs_dir: Path,
+    config: ClearmedConfig,
+    *,
+    program: str,
+    artifact: str | None,
+    recorded_pathways: Mapping[str, str] | None = None,
+    extra: Sequence[Path] = (),
 ) -> list[tuple[Path, RunManifest]]:
-    """Run folders under `runs_dir` (and `extra`) of this program, artifact and config's answer settings."""
+    """Run folders under `runs_dir` (and `extra`) of this program, artifact, recorded pathways and config's answer
+    settings."""
+    recorded_pathways = recorded_pathways or {}
     digest = config_digest(config)
     found: dict[Path, RunManifest] = {}
     candidates = [*runs_dir.rglob("manifest.json")] if runs_dir.is_dir() else []
@@ -94,6 +110,8 @@ def stored_runs(
         except (OSError, ValueError):
             continue
         if manifest.program != program or manifest.artifact != artifact:
+            continue
+        if manifest.recorded_pathways != dict(recorded_pathways):  # recorded answers cost nothing; live ones do
             continue
         if manifest.config_digest == digest or same_config_as_snapshot(folder, config):
             found[folder] = manifest
@@ -178,6 +196,7 @@ def estimate(
         completion_tokens=statistics.fmean(completion),
         usd=usd / len(records) if usd is not None else None,
         search_credits=statistics.fmean(credits),
+        search_usd=round(statistics.fmean(credits) * prices.usd_per_credit, 6),
         seconds=statistics.fmean(r.seconds for r in (cold or records)),
         cache_hit_share=hits / total if total else 0.0,
     )

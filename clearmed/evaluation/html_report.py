@@ -46,7 +46,7 @@ from clearmed.evaluation.html_views import (
     route_colour,
     route_meaning,
 )
-from clearmed.evaluation.report import RunSummary, accuracy_cell, summarize
+from clearmed.evaluation.report import RunSummary, accuracy_cell, clean_cell, summarize
 from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, read_records
 from clearmed.metrics import LeakageReport, PairedComparison, audit_leakage, judge_table
 
@@ -258,6 +258,7 @@ def environment() -> Environment:
         route_colour=route_colour,
         route_meaning=route_meaning,
         accuracy_cell=accuracy_cell,
+        clean_cell=clean_cell,
         pct=_pct,
         groupby_section=_group_by_section,
         fold=fold,

@@ -328,7 +328,10 @@ def candidate_view(candidate: Candidate, decision: Decision) -> CandidateView:
         correct = score_mcq(question, candidate.answer).correct
     return CandidateView(
         candidate=candidate,
-        source=candidate.retriever or candidate.search_backend or candidate.model or "",
+        # A recorded pathway (`eval --pathway`) ran elsewhere: its model answered, and `recorded_from` names the file.
+        source=f"recorded: {candidate.model}"
+        if candidate.recorded_from
+        else candidate.retriever or candidate.search_backend or candidate.model or "",
         correct=correct,
         distribution=_distribution(extras_raw, question.letters) or [],
         extras=extras,

@@ -1,5 +1,6 @@
-"""Run summaries: accuracy with intervals (clean answers apart from degraded ones), the paper's route and adjudication
-statistics, cost in calls, tokens, dollars and Tavily credits, retries, scored against generated answers, plots."""
+"""Run summaries: accuracy with intervals (over every question, degraded ones counted wrong, and over the clean ones
+beside it), the paper's route and adjudication statistics, cost in calls, tokens, dollars and Tavily credits, retries,
+scored against generated answers, plots."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from clearmed.metrics import (
     AccuracySummary,
     LeakageReport,
     PathwayJudgeStats,
+    RubricGrade,
     RubricSummary,
     accuracy_summary,
     audit_leakage,
@@ -65,9 +67,11 @@ class AnswerSources(BaseModel):
 
 
 class RunSummary(BaseModel):
-    """What a run measured. `accuracy` is over clean questions and counts unparsed and failed answers as wrong (reported
-    separately too); degraded questions (a stage failed after its retries) are counted in `degraded` by failed stage
-    and left out of `accuracy` and `pathways`, and `accuracy_with_degraded` counts them in as they were answered."""
+    """What a run measured. `accuracy` is over every scored question and counts unparsed, failed and degraded answers
+    as wrong (each reported separately too). A degraded question (a stage failed after its retries) is no answer of
+    the program, and leaving it out would flatter a program with more stages to fail, on the longest questions:
+    so it counts wrong in the headline (and meets no rubric item in `rubric`), `clean_accuracy` is the figure over
+    the clean questions alone, and `degraded` counts them by failed stage. `pathways` is over the clean questions."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -104,11 +108,21 @@ class RunSummary(BaseModel):
     calibrated_fallbacks: dict[str, int] = {}
     degraded: int = 0
     degraded_stages: dict[str, int] = {}
-    accuracy_with_degraded: AccuracySummary | None = None
+    clean_accuracy: AccuracySummary | None = None
     # Dollars, Tavily credits and retries, per stage and for the run (None in summaries written before they were).
     spend: SpendSummary | None = None
     # Per pathway: answers scored from log-probabilities against answers generated.
     answer_sources: dict[str, AnswerSources] = {}
+
+
+def _as_graded(record: EvalRecord) -> RubricGrade:
+    """A rubric-graded question's grade; a degraded one's met nothing, as a degraded answer counts wrong."""
+    assert record.score is not None
+    grade = record.score.rubric_grade
+    assert grade is not None
+    if not record.degraded or grade.score is None:
+        return grade
+    return grade.model_copy(update={"score": 0.0, "tag_scores": dict.fromkeys(grade.tag_scores, 0.0)})
 
 
 def _route(record: EvalRecord) -> str:
@@ -162,10 +176,11 @@ def summarize(
     record, in order); otherwise they are audited here. `prices` give dollars per stage (the run's total comes from
     the records); `set_aside` are the degraded records a resume redid (their spend is reported)."""
     clean = [record for record in records if not record.degraded]
-    graded = [record.score for record in clean if record.score is not None]
+    degraded_ids = {record.question_id for record in records if record.degraded}
+    graded = [record.score for record in records if record.score is not None]
     scores = [score for score in graded if score.rubric_grade is None]
-    grades = [score.rubric_grade for score in graded if score.rubric_grade is not None]
-    every_score = [r.score for r in records if r.score is not None and r.score.rubric_grade is None]
+    clean_scores = [score for score in scores if score.question_id not in degraded_ids]
+    grades = [_as_graded(r) for r in records if r.score is not None and r.score.rubric_grade is not None]
     decisions = [record.decision for record in records]
     mechanisms = [[step.mechanism for step in d.steps] for d in decisions]
     by_route: dict[str, list[EvalRecord]] = {}
@@ -173,12 +188,12 @@ def summarize(
         by_route.setdefault(_route(record), []).append(record)
     cost_by_route = []
     for route, group in sorted(by_route.items()):
-        scored = [r.score for r in group if r.score is not None]
+        right = [r.score.correct and not r.degraded for r in group if r.score is not None]  # degraded: wrong
         cost_by_route.append(
             RouteCost(
                 route=route,
                 questions=len(group),
-                accuracy=round(sum(s.correct for s in scored) / len(scored), 4) if scored else None,
+                accuracy=round(sum(right) / len(right), 4) if right else None,
                 mean_seconds=_mean([r.seconds for r in group]),
                 mean_lm_calls=_mean([r.decision.lm_calls() for r in group]),
             )
@@ -195,8 +210,8 @@ def summarize(
         config_source=manifest.config_source,
         planned=len(manifest.question_ids),
         evaluated=len(records),
-        unscored=len(clean) - len(graded),
-        accuracy=accuracy_summary(scores, seed=seed) if scores else None,
+        unscored=len(records) - len(graded),
+        accuracy=accuracy_summary(scores, counted_wrong=degraded_ids, seed=seed) if scores else None,
         status_counts=dict(Counter(d.status for d in decisions)),
         route_counts=dict(Counter(_route(r) for r in records)),
         rule_counts=dict(Counter(d.deciding_rule or "-" for d in decisions)),
@@ -226,7 +241,7 @@ def summarize(
         calibrated_fallbacks=calibrated_fallbacks,
         degraded=len(records) - len(clean),
         degraded_stages=dict(Counter(stage for record in records for stage in record.degraded_stages)),
-        accuracy_with_degraded=accuracy_summary(every_score, seed=seed) if every_score else None,
+        clean_accuracy=accuracy_summary(clean_scores, seed=seed) if clean_scores else None,
         spend=spend_summary(
             decisions,
             [record_usd(record, prices) for record in records],
@@ -251,6 +266,15 @@ def accuracy_cell(summary: RunSummary) -> str:
     return f"{_pct(acc.accuracy)} [{_pct(acc.wilson.low)}, {_pct(acc.wilson.high)}]"
 
 
+def clean_cell(summary: RunSummary) -> str:
+    """Accuracy over the clean questions alone, with their number; "-" when no question is degraded (it is then the
+    headline itself)."""
+    clean = summary.clean_accuracy
+    if not summary.degraded or clean is None or clean.accuracy is None:
+        return "-"
+    return f"{_pct(clean.accuracy)} ({clean.n})"
+
+
 def _calls_cell(cost: CostSummary) -> str:
     """Calls that reached a model, plus the cache hits: a run that reuses another run's calls looks cheaper than
     it would be cold, in calls and in seconds."""
@@ -265,8 +289,10 @@ def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | No
         raise ValueError("one label per summary")
     run_head, run_rule = ("| run ", "|---") if labels is not None else ("", "")
     header = (
-        f"{run_head}| program | benchmark | n | accuracy % [95% CI] | unparsed | failed | degraded | s/question "
-        f"| LM calls/q | $/question | follow-ups | revisions | leaked items | routes |\n{run_rule}" + "|---" * 14 + "|"
+        f"{run_head}| program | benchmark | n | accuracy % [95% CI] | clean % | unparsed | failed | degraded "
+        f"| s/question | LM calls/q | $/question | follow-ups | revisions | leaked items | routes |\n{run_rule}"
+        + "|---" * 15
+        + "|"
     )
     rows = []
     for i, s in enumerate(summaries):
@@ -275,12 +301,13 @@ def comparison_table(summaries: Sequence[RunSummary], labels: Sequence[str] | No
         run_cell = f"| {labels[i]} " if labels is not None else ""
         rows.append(
             f"{run_cell}| {s.program} | {s.benchmark} | {s.evaluated}/{s.planned} | {accuracy_cell(s)} "
-            f"| {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.degraded} "
+            f"| {clean_cell(s)} | {acc.unparsed if acc else '-'} | {acc.failed if acc else '-'} | {s.degraded} "
             f"| {s.cost.mean_seconds:.1f} | {_calls_cell(s.cost)} | {_dollars_cell(s)} | {s.followup_searches} "
             f"| {s.revisions_accepted} | {s.leakage_questions} | {routes} |"
         )
     note = (
-        "\nAccuracy is over clean questions; degraded ones (a stage failed after its retries) are counted apart.\n"
+        "\nAccuracy is over every question, degraded ones (a stage failed after its retries) counted wrong; "
+        "clean % is over the clean questions alone (n in brackets).\n"
         if any(s.degraded for s in summaries)
         else ""
     )
@@ -304,8 +331,9 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
             stages = ", ".join(f"{stage} {count}" for stage, count in sorted(s.degraded_stages.items()))
             parts.append(
                 f"\n### Degraded: {name} on {s.benchmark}\n\n{s.degraded} of {s.evaluated} questions had a stage fail "
-                f"after its retries (by stage: {stages}); a resume redoes them (`--keep-degraded` keeps them). "
-                f"Accuracy counting them as answered: {_accuracy_text(s.accuracy_with_degraded)}\n"
+                f"after its retries (by stage: {stages}); accuracy counts them wrong, and a resume redoes them "
+                f"(`--keep-degraded` keeps them). Accuracy over the clean questions alone: "
+                f"{_accuracy_text(s.clean_accuracy)}\n"
             )
         if s.spend is not None:
             parts.append(_spend_markdown(name, s))

@@ -4,14 +4,16 @@ The question list is fixed in the manifest when the folder is created, so a resu
 the questions it started with; finished questions are never recomputed, except degraded ones (a stage failed after its
 retries), which a resume redoes unless asked to keep them. Questions run one at a time or on `run.num_threads` threads
 (for remote backends); each line is appended the moment its question finishes. A question whose record would not load
-back is reported and not written, and a line that cannot be read counts as not done: either way the run goes on and a
-resume redoes that question.
+back (a NaN, a lone surrogate) is reported and recorded as failed in its place, and a line that cannot be read counts
+as not done (a resume redoes it): either way the run goes on.
 
 A run stops early, cleanly and resumably, in two cases. A `FatalServiceError` (a rejected key, an exhausted balance, a
-missing model, from the LM or from Tavily) starts no further question, lets the questions in flight finish, writes no
-record for the question that met it, and is raised. A budget (`max_cost`, US dollars of LM calls) starts no question
-once the run's spend has reached it (`BudgetReached`); questions in flight still finish, so a run can overshoot by what
-at most `num_threads` questions cost. A resume runs neither kind of question twice.
+missing model, from the LM or from Tavily; a corrupt cache or index) starts no further question, lets the questions in
+flight finish, writes no record for the question that met it, and is raised. A budget (`max_cost`, US dollars of LM
+calls, Tavily credits and grading) starts no question once the run's spend has reached it (`BudgetReached`). The spend
+is the run's spend log (`spend_log`: every paid call as it completed, kept across kills and resumes), so the documented
+overshoot is what at most `num_threads` questions in flight cost, plus, per kill, the calls in flight at that moment
+(paid, and never answered to the process that made them). A resume runs neither kind of question twice.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dspy
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -35,7 +38,9 @@ from clearmed import __version__
 from clearmed.config import ClearmedConfig, answer_settings, without_operational
 from clearmed.errors import FatalServiceError, UsageError
 from clearmed.evaluation.degraded import degraded_stages
+from clearmed.evaluation.lm_cache import watch_lm_cache
 from clearmed.evaluation.spend import Prices, record_usd
+from clearmed.evaluation.spend_log import SpendLog
 from clearmed.evaluation.store import (
     DEGRADED,
     UNREADABLE,
@@ -48,8 +53,9 @@ from clearmed.evaluation.store import (
     read_set_aside_degraded,
 )
 from clearmed.metrics import QuestionScore, score_decision
-from clearmed.signatures.records import AdjudicationStep, Decision, EvidenceBundle, Question
+from clearmed.signatures.records import AdjudicationStep, CallUsage, Decision, EvidenceBundle, Question
 from clearmed.signatures.records.removed import REMOVED_PROGRAM_SETTINGS, REMOVED_THRESHOLDS, split_removed
+from clearmed.signatures.sanitize import redact_secrets
 
 Scorer = Callable[[Question, Decision], QuestionScore | None]
 
@@ -64,6 +70,8 @@ class EvalSpec:
     limit: int | None = None
     seed: int = 0
     artifact: str | None = None
+    # pathway -> the folder its answers were read from, or "absent" (`eval --pathway`): part of what the run is
+    recorded_pathways: dict[str, str] = field(default_factory=dict)
 
 
 class BudgetReached(Exception):
@@ -102,16 +110,36 @@ def crashed_decision(question: Question, program: str, error: BaseException) -> 
     )
 
 
-class _Running:
-    """Running accuracy (clean answers), degraded count and spend for the progress bar and the budget."""
+def _as_utf8(model: BaseModel) -> bytes:
+    """A record's JSON with every lone surrogate (half a character) replaced, so that it can be written."""
+    return json.dumps(model.model_dump(mode="json"), ensure_ascii=False).encode("utf-8", "replace")
 
-    def __init__(
-        self, records: Sequence[EvalRecord], *, price: Callable[[EvalRecord], float | None], spent: float = 0.0
-    ) -> None:
+
+def unwritable_record(record: EvalRecord, reason: str) -> EvalRecord:
+    """The failed record written in place of one that could not be (its question with any half-character replaced)."""
+    question = record.decision.bundle.question
+    clean = Question.model_validate_json(_as_utf8(question))
+    decision = Decision(
+        question_id=question.id,
+        status="failed",
+        bundle=EvidenceBundle(question=clean, candidates=[]),
+        steps=[AdjudicationStep(mechanism="fallback", outcome="record could not be written", rule="crashed")],
+        error=reason.encode("utf-8", "replace").decode("utf-8")[:500],
+        usage=[CallUsage.model_validate_json(_as_utf8(row)) for row in record.decision.usage],
+        program=record.program,
+    )
+    score = default_scorer(clean, decision) if clean.is_mcq else None
+    return record.model_copy(update={"decision": decision, "score": score, "degraded_stages": []})
+
+
+class _Running:
+    """Running accuracy (clean answers), degraded count and spend for the progress bar and the budget (the spend
+    log's total)."""
+
+    def __init__(self, records: Sequence[EvalRecord], *, log: SpendLog) -> None:
         self.lock = threading.Lock()
-        self.price = price
+        self.log = log
         self.scored = self.correct = self.degraded = 0
-        self.spent = spent
         self.seconds = 0.0
         self.calls = self.count = 0
         for record in records:
@@ -122,7 +150,6 @@ class _Running:
             self.count += 1
             self.seconds += record.seconds
             self.calls += record.decision.lm_calls()
-            self.spent += self.price(record) or 0.0
             if record.degraded:
                 self.degraded += 1
             elif record.score is not None:
@@ -130,15 +157,15 @@ class _Running:
                 self.correct += int(record.score.correct)
 
     def spent_so_far(self) -> float:
-        with self.lock:
-            return self.spent
+        return self.log.total_usd()
 
     def describe(self) -> str:
+        total = self.spent_so_far()
         with self.lock:
             accuracy = f"{self.correct / self.scored:.1%}" if self.scored else "-"
             per_q = f"{self.seconds / self.count:.1f}s {self.calls / self.count:.1f} calls/q" if self.count else ""
             degraded = f"  degraded {self.degraded}" if self.degraded else ""
-            spent = f"  ${self.spent:.2f}" if self.spent else ""
+            spent = f"  ${total:.2f}" if total else ""
             return f"acc {accuracy} ({self.correct}/{self.scored}){degraded}  {per_q}{spent}"
 
 
@@ -196,6 +223,11 @@ def same_config_as_snapshot(directory: Path, config: ClearmedConfig) -> bool:
     return _extends(without_operational(snapshot), current, non_default)
 
 
+def config_snapshot(config: ClearmedConfig) -> str:
+    """The config as a run folder keeps it, credentials masked (a password inside an `api_base`)."""
+    return redact_secrets(config.model_dump_json(indent=2, exclude_none=True))
+
+
 def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunManifest:
     """Create the manifest, or check that an existing folder is the same run and may be resumed."""
     digest = config_digest(config)
@@ -213,10 +245,11 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             clearmed_version=__version__,
             artifact=spec.artifact,
+            recorded_pathways=spec.recorded_pathways,
         )
         # The config snapshot first: the manifest is what makes a folder a run, so a kill between the two
         # writes must not leave a run without its config.
-        store.write_json("config.json", config.model_dump_json(indent=2, exclude_none=True))
+        store.write_json("config.json", config_snapshot(config))
         store.write_manifest(manifest)
         return manifest
     mismatches = [
@@ -226,6 +259,7 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             ("benchmark", existing.benchmark, spec.benchmark),
             ("config", digest if same_config_as_snapshot(store.directory, config) else existing.config_digest, digest),
             ("program artifact", existing.artifact, spec.artifact),
+            ("recorded pathways", existing.recorded_pathways, spec.recorded_pathways),
         )
         if old != new
     ]
@@ -238,7 +272,7 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
     if missing:
         raise RunStoreError(f"{store.directory}: {len(missing)} questions of this run are not in the benchmark now")
     if not (store.directory / "config.json").is_file():  # a folder from before that ordering, killed in between
-        store.write_json("config.json", config.model_dump_json(indent=2, exclude_none=True))
+        store.write_json("config.json", config_snapshot(config))
     return existing
 
 
@@ -263,7 +297,8 @@ def run_evaluation(
     tests of resume; the run stays resumable).
     """
     console = console or Console(stderr=True)
-    prices = Prices(config.backbones)
+    watch_lm_cache()  # a cache that cannot write says so
+    prices = Prices.of(config)
     if max_cost is not None and (unpriced := prices.unpriced()):
         raise UsageError(
             f"a budget needs every backbone's price, and {', '.join(unpriced)} has none: set its "
@@ -305,8 +340,11 @@ def run_evaluation(
         def price(record: EvalRecord) -> float | None:
             return record_usd(record, prices)
 
-        set_aside = sum(price(record) or 0.0 for record in read_set_aside_degraded(spec.run_dir))
-        running = _Running(list(done.values()), price=price, spent=set_aside)
+        log = SpendLog(spec.run_dir, prices)
+        if log.new:  # questions finished before this run folder had a spend log count by their records' prices
+            for record in [*records, *read_set_aside_degraded(spec.run_dir)]:
+                log.carry_over(record.question_id, price(record))
+        running = _Running(list(done.values()), log=log)
         stop = _Stop()
 
         def may_start() -> bool:
@@ -320,18 +358,19 @@ def run_evaluation(
 
         def evaluate(question: Question) -> EvalRecord | None:
             started = time.perf_counter()
-            try:
-                decision = program(question=question).decision
-            except FatalServiceError as err:  # no record: the question is not done, and no later one starts
-                stop.set_fatal(err)
-                return None
-            except Exception as err:  # recorded as a failed decision; the run goes on
-                decision = crashed_decision(question, spec.program, err)
-            try:
-                score = scorer(question, decision)
-            except FatalServiceError as err:  # the judge backbone refused for good: as above
-                stop.set_fatal(err)
-                return None
+            with log.question(question.id):  # each paid call is logged as it completes, grading included
+                try:
+                    decision = program(question=question).decision
+                except FatalServiceError as err:  # no record: the question is not done, and no later one starts
+                    stop.set_fatal(err)
+                    return None
+                except Exception as err:  # recorded as a failed decision; the run goes on
+                    decision = crashed_decision(question, spec.program, err)
+                try:
+                    score = scorer(question, decision)
+                except FatalServiceError as err:  # the judge backbone refused for good: as above
+                    stop.set_fatal(err)
+                    return None
             seconds = time.perf_counter() - started
             record = EvalRecord(
                 question_id=question.id,
@@ -341,14 +380,19 @@ def run_evaluation(
                 score=score,
                 seconds=round(seconds, 3),
                 finished=datetime.now(UTC).isoformat(timespec="seconds"),
-                degraded_stages=degraded_stages(decision),
+                degraded_stages=degraded_stages(decision) + (["grading"] if score and score.judge_transient else []),
                 cost_usd=prices.decision_usd(decision),
             )
             try:
                 store.append(record)
-            except UnwritableRecordError as err:  # reported and left undone: the run goes on, a resume redoes it
-                console.print(str(err), style="red", markup=False, highlight=False)
-                return None
+            except UnwritableRecordError as err:  # the question is recorded as failed, saying why; the run goes on
+                console.print(f"{err}; recorded as failed", style="red", markup=False, highlight=False)
+                record = unwritable_record(record, str(err))
+                try:
+                    store.append(record)
+                except UnwritableRecordError as again:  # not even that: left undone, a resume tries it again
+                    console.print(str(again), style="red", markup=False, highlight=False)
+                    return None
             running.add(record)
             return record
 

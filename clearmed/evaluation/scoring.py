@@ -1,12 +1,47 @@
 """Which scorer a run uses: MCQ by exact set; free text (MedRBench judge, HealthBench rubric) by the configured
-judge backbone when there is one."""
+judge backbone when there is one. Each grade's judge calls reach the run's spend log (`spend_log`) as it completes, so
+the budget counts grading too."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import dspy
+from dspy.utils.usage_tracker import UsageTracker
 
 from clearmed.config import ClearmedConfig
 from clearmed.evaluation.runner import Scorer, default_scorer
 from clearmed.metrics import FreeTextJudge, QuestionScore, RubricGrader, score_rubric_decision
-from clearmed.signatures.records import Decision, Question
+from clearmed.programs.lm.run_context import USAGE_SINK
+from clearmed.signatures.records import CallUsage, Decision, Question
+
+T = TypeVar("T")
+
+
+def metered(model: str, grade: Callable[[], T]) -> T:
+    """`grade()`, with the usage of the judge calls it made passed to the spend log as one "grading" row."""
+    tracker = UsageTracker()
+    started = time.perf_counter()
+    try:
+        with dspy.context(usage_tracker=tracker):
+            return grade()
+    finally:
+        entries = [entry for per_model in tracker.usage_data.values() for entry in per_model]
+        sink = USAGE_SINK.get()
+        if entries and sink is not None:
+            sink(
+                CallUsage(
+                    stage="grading",
+                    role="judge",
+                    model=model,
+                    calls=len(entries),
+                    prompt_tokens=sum(int(e.get("prompt_tokens") or 0) for e in entries),
+                    completion_tokens=sum(int(e.get("completion_tokens") or 0) for e in entries),
+                    seconds=round(time.perf_counter() - started, 4),
+                )
+            )
 
 
 def scorer_for(config: ClearmedConfig) -> Scorer:
@@ -24,7 +59,7 @@ def scorer_for(config: ClearmedConfig) -> Scorer:
         if question.is_mcq:
             return default_scorer(question, decision)
         if question.rubric:
-            return score_rubric_decision(grader, question, decision)
-        return judge.score_decision(question, decision)
+            return metered(judge_cfg.model, lambda: score_rubric_decision(grader, question, decision))
+        return metered(judge_cfg.model, lambda: judge.score_decision(question, decision))
 
     return score

@@ -1,10 +1,11 @@
 """What a run spent: LM dollars per call from the backbones' prices, Tavily credits per search, retries per stage.
 
 Every LM usage row is priced with its role's backbone (`clearmed.backbones.pricing.cost_usd`: LiteLLM's bundled price
-map for hosted models, the config's `price` for self-hosted ones, 0 by default). A question's dollars are priced when it
-finishes (`EvalRecord.cost_usd`), so the budget of a run (`--max-cost`, `[run] max_cost`) adds up what was spent; a
-degraded record set aside on resume still counts, since its calls were paid for. Tavily credits are what the service
-billed per search (1 at basic depth, 2 at advanced; a cache hit none), recorded on the search's usage row.
+map for hosted models, the config's `price` for self-hosted ones, 0 by default). Tavily credits are what the service
+billed per search (1 at basic depth, 2 at advanced; a cache hit none), recorded on the search's usage row and priced at
+`[run] tavily_usd_per_credit` (default `DEFAULT_USD_PER_CREDIT`, Tavily's pay-as-you-go price). A question's dollars are
+priced when it finishes (`EvalRecord.cost_usd`); the budget of a run (`--max-cost`) counts the spend log instead
+(`spend_log`), which holds every paid call as it completed, grading included, so a kill loses none of it.
 """
 
 from __future__ import annotations
@@ -15,17 +16,29 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.pricing import cost_usd, price_of
+from clearmed.config import ClearmedConfig, RunSettings
 from clearmed.evaluation.store import EvalRecord
 from clearmed.signatures.records import CallUsage, Decision
 
-__all__ = ["Prices", "SpendSummary", "StageSpend", "record_usd", "spend_summary", "total_usd"]
+__all__ = ["DEFAULT_USD_PER_CREDIT", "Prices", "SpendSummary", "StageSpend", "record_usd", "spend_summary", "total_usd"]
+
+
+# US dollars per Tavily credit by default: the pay-as-you-go price (tavily.com/pricing, $0.008 a credit).
+DEFAULT_USD_PER_CREDIT: float = RunSettings.model_fields["tavily_usd_per_credit"].default
 
 
 class Prices:
-    """The dollar price of every usage row of a run, by the role's backbone (a role without its own: main's)."""
+    """The dollar price of every usage row of a run, by the role's backbone (a role without its own: main's), and of
+    each search credit at `usd_per_credit`."""
 
-    def __init__(self, backbones: Mapping[str, BackboneConfig]) -> None:
+    def __init__(self, backbones: Mapping[str, BackboneConfig], *, usd_per_credit: float = 0.0) -> None:
         self.backbones = dict(backbones)
+        self.usd_per_credit = usd_per_credit
+
+    @classmethod
+    def of(cls, config: ClearmedConfig) -> Prices:
+        """A config's prices: its backbones', and Tavily's credit at `[run] tavily_usd_per_credit`."""
+        return cls(config.backbones, usd_per_credit=config.run.tavily_usd_per_credit)
 
     def backbone(self, role: str) -> BackboneConfig | None:
         return self.backbones.get(role) or self.backbones.get("main")
@@ -40,14 +53,17 @@ class Prices:
         ]
 
     def row_usd(self, row: CallUsage) -> float | None:
-        """Dollars of one usage row; 0 for tool rows and for rows that used no tokens (cache hits, refusals)."""
-        if row.role == "tool" or (row.prompt_tokens <= 0 and row.completion_tokens <= 0):
+        """Dollars of one usage row: a tool row's credits at `usd_per_credit`; 0 for rows that used no tokens (cache
+        hits, refusals)."""
+        if row.role == "tool":
+            return round(row.credits * self.usd_per_credit, 6)
+        if row.prompt_tokens <= 0 and row.completion_tokens <= 0:
             return 0.0
         backbone = self.backbone(row.role)
         return cost_usd(backbone, row.prompt_tokens, row.completion_tokens) if backbone is not None else None
 
     def decision_usd(self, decision: Decision) -> float | None:
-        """A question's LM dollars; None when some row's price is unknown."""
+        """A question's dollars (LM calls and searches); None when some row's price is unknown."""
         return total_usd(self.row_usd(row) for row in decision.usage)
 
 

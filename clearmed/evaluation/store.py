@@ -2,7 +2,8 @@
 
 Lines are appended with a single write and fsynced as each question finishes, so a killed run loses at most
 the question in flight. A record is validated as it will be read back before it is written (`writable_line`), so
-a record that would not load (a NaN written as null) is refused for its question and never reaches the file.
+a record that would not load (a NaN written as null, a lone surrogate that is no UTF-8) is refused for its question
+and never reaches the file.
 
 Reading skips any line that is not a valid record, whether torn (a kill landed mid-write: no newline after it) or
 damaged (anywhere else), with one warning naming the file and the line (`UnreadableResultWarning`) and a count
@@ -26,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from clearmed.metrics import QuestionScore
 from clearmed.signatures.records import Decision
+from clearmed.signatures.sanitize import redact_secrets
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
@@ -42,7 +45,8 @@ class RunStoreError(Exception):
 
 
 class UnwritableRecordError(RunStoreError):
-    """A question's record would not load back as written: it is not written, and a resume redoes the question."""
+    """A question's record would not load back as written: it is not written (the runner writes a failed record in
+    its place)."""
 
 
 class UnreadableResultWarning(UserWarning):
@@ -66,6 +70,9 @@ class RunManifest(BaseModel):
     clearmed_version: str
     note: str = ""
     artifact: str | None = Field(default=None, description="the --program-artifact folder the program was loaded from")
+    recorded_pathways: dict[str, str] = Field(
+        default_factory=dict, description="pathways read from recorded runs (--pathway): the folder, or 'absent'"
+    )
 
 
 class EvalRecord(BaseModel):
@@ -185,20 +192,21 @@ class RunStore:
             raise RunStoreError(f"{self.directory}: open the run store (with RunStore(...)) before repairing it")
 
     def _move_lines(self, moved: dict[int, bytes], aside_name: str) -> None:
-        """Append these lines (by 1-based number) to `aside_name` and drop them from results.jsonl. The lines are kept,
-        never dropped; the results file is replaced in one rename, so a kill leaves either file whole."""
+        """Move these lines (by 1-based number) from results.jsonl to `aside_name`. The lines are kept, never dropped,
+        and written aside once: the aside file is rewritten whole in one rename with the lines it lacks, then the
+        results file is replaced in another. A kill between the two leaves the lines in both, and the next move finds
+        them already aside and does not add them twice (a degraded question's cost is never counted twice)."""
         lines = self.results_path.read_bytes().split(b"\n")
         kept = b"".join(raw + b"\n" for number, raw in enumerate(lines, start=1) if raw.strip() and number not in moved)
-        with (self.directory / aside_name).open("ab") as aside:
-            aside.write(b"".join(raw + b"\n" for _, raw in sorted(moved.items())))
-            aside.flush()
-            os.fsync(aside.fileno())
-        temporary = self.results_path.with_suffix(".jsonl.tmp")
-        with temporary.open("wb") as handle:
-            handle.write(kept)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.results_path)
+        aside = self.directory / aside_name
+        before = aside.read_bytes() if aside.exists() else b""
+        if before and not before.endswith(b"\n"):
+            before += b"\n"
+        present = set(before.split(b"\n"))
+        added = [raw for _, raw in sorted(moved.items()) if raw not in present]
+        if added:
+            _replace_durably(aside, before + b"".join(raw + b"\n" for raw in added))
+        _replace_durably(self.results_path, kept)
 
     def append(self, record: EvalRecord) -> None:
         """Append one record as one fsynced line; `UnwritableRecordError` (nothing written) if it would not load."""
@@ -212,6 +220,16 @@ class RunStore:
                 os.fsync(handle)
             finally:
                 os.close(handle)
+
+
+def _replace_durably(path: Path, content: bytes) -> None:
+    """Write `content` as `path` in one rename, fsynced first: a kill leaves the old file or the new one, whole."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("wb") as handle:
+        handle.write(content)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
 
 
 def _first_error(err: ValidationError) -> str:
@@ -228,14 +246,16 @@ def writable_line(record: EvalRecord) -> bytes:
     let in (a NaN probability), and through the JSON line itself, where a NaN becomes null."""
     try:
         EvalRecord.model_validate(record.model_dump())
-        text = record.model_dump_json()
+        # Any registered secret left in the record (a provider echoing a key into a field no validator cleans) is
+        # masked here, the one door into results.jsonl.
+        text = redact_secrets(record.model_dump_json())
         EvalRecord.model_validate_json(text)
+        return (text + "\n").encode("utf-8")
     except ValidationError as err:
-        raise UnwritableRecordError(
-            f"{record.question_id}: its record would not load back ({_first_error(err)}), so it is not written "
-            "and a resume redoes the question"
-        ) from None
-    return (text + "\n").encode("utf-8")
+        reason = _first_error(err)
+    except (PydanticSerializationError, UnicodeError) as err:  # a lone surrogate: half a character, not text
+        reason = f"it cannot be written as UTF-8 ({str(err).splitlines()[0][:160]})"
+    raise UnwritableRecordError(f"{record.question_id}: its record would not load back ({reason})")
 
 
 @dataclass(frozen=True)

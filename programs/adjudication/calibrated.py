@@ -13,8 +13,9 @@ accept_dynamic, which still faces the override guard). The weights are `Threshol
 fits by replay, with no LM call: replay recomputes this verifier from the recorded distributions.
 
 A pathway that generated its letter instead of scoring (a hosted model without log-probabilities, or a scoring
-pass that failed) is left out of the pool. When nothing can be pooled (no pathway scored, or a multi-answer or
-free-text question, which this verifier never pools), the deterministic verifier decides: the output records why
+pass that failed) is left out of the pool. When nothing can be pooled (no pathway scored, the pathways that scored
+all weigh zero, or a multi-answer or free-text question, which this verifier never pools), the deterministic
+verifier decides: the output records why
 (`VerifierOutput.calibrated_fallback`, `calibrated_fallback`), the program warns once per run
 (`CalibratedFallbackWarning`) and the run summary counts those questions.
 
@@ -55,6 +56,7 @@ __all__ = [
     "high_quality_share",
     "pool",
     "pool_inputs",
+    "pool_weights",
     "pooled_route",
 ]
 
@@ -140,17 +142,30 @@ class CalibratedFallbackWarning(UserWarning):
     """Calibrated mode handed questions to the deterministic verifier (warned once per run; the summary counts)."""
 
 
-def calibrated_fallback(bundle: EvidenceBundle) -> CalibratedFallback | None:
+def pool_weights(bundle: EvidenceBundle, thresholds: Thresholds) -> dict[PathwayName, float]:
+    """Each pathway's weight in the pool; the dynamic one's grows with the share of high-quality web results."""
+    return {
+        "parametric": thresholds.calibrated_parametric_weight,
+        "local": thresholds.calibrated_local_weight,
+        "dynamic": thresholds.calibrated_dynamic_weight
+        + thresholds.calibrated_high_weight * high_quality_share(bundle),
+    }
+
+
+def calibrated_fallback(bundle: EvidenceBundle, thresholds: Thresholds) -> CalibratedFallback | None:
     """Why the calibrated verifier cannot decide this bundle, so the deterministic verifier must; None when it can.
 
     It pools single-answer distributions only: multi-answer and free-text questions always fall back, and so does
-    a question none of whose pathways scored its options."""
+    a question none of whose pathways scored its options, or whose scored pathways all weigh zero (the shipped
+    weights give the local and dynamic pathways none: with the parametric scoring pass failed, the pool would be
+    uniform and its first maximum, letter A, would be the answer)."""
     mode = bundle.question.answer_mode
     if mode == "multi":
         return "several_answers"
     if mode == "free_text":
         return "free_text"
-    return None if pool_inputs(bundle) else "nothing_to_pool"
+    weights = pool_weights(bundle, thresholds)
+    return None if sum(weights[pathway] for pathway in pool_inputs(bundle)) > 0 else "nothing_to_pool"
 
 
 def calibrated_verify(
@@ -158,18 +173,12 @@ def calibrated_verify(
 ) -> tuple[VerifierOutput, RuleId] | None:
     """The calibrated verifier's output for a single-answer MCQ bundle; None when it cannot decide
     (`calibrated_fallback` says why), so the caller falls back to the deterministic verifier."""
-    if calibrated_fallback(bundle) is not None:
+    if calibrated_fallback(bundle, thresholds) is not None:
         return None
     answers: dict[PathwayName, tuple[str, ...] | None] = {
         c.pathway: c.answer.letters if c.answer is not None else None for c in bundle.candidates
     }
-    high_share = high_quality_share(bundle)
-    weights: dict[PathwayName, float] = {
-        "parametric": thresholds.calibrated_parametric_weight,
-        "local": thresholds.calibrated_local_weight,
-        "dynamic": thresholds.calibrated_dynamic_weight + thresholds.calibrated_high_weight * high_share,
-    }
-    result = pooled_route(answers, pool_inputs(bundle), weights)
+    result = pooled_route(answers, pool_inputs(bundle), pool_weights(bundle, thresholds))
     output = VerifierOutput(
         answer=answer_for_route(result.route, bundle, agreement),
         route=result.route,

@@ -18,9 +18,11 @@ from typing import Literal, NamedTuple
 from clearmed.programs.adjudication.proceedings import Adjudicated, AdjudicationActions, Proceedings
 from clearmed.programs.adjudication.rules import (
     audit_accepts,
+    audit_evidence_quality,
     audit_has_evidence,
     followup_found_evidence,
     guard_default,
+    guard_followup_has_evidence,
     guard_grants,
     guard_may_search,
     judge_backs_challenger,
@@ -149,8 +151,14 @@ def _guard_before(p: Proceedings, contest: Contested) -> Ruling | None:
 
 
 def _guard_after(p: Proceedings, contest: Contested, round_: FollowUpRound | None) -> Ruling | None:
-    if round_ is None or followup_found_evidence(round_):
+    if round_ is None or guard_followup_has_evidence(round_, p.thresholds):
         return None
+    if followup_found_evidence(round_):
+        return Ruling(
+            "guard_rejected_followup_few_high_quality",
+            f"override rejected: the follow-up found {round_.source_quality.n_high} high-quality new sources "
+            f"(needs {p.thresholds.guard_min_high})",
+        )
     failed = round_.error is not None and round_.error.stage == "followup_search"
     return Ruling(
         "guard_rejected_no_followup_evidence",
@@ -211,12 +219,13 @@ def _audit_before(p: Proceedings, contest: Contested) -> Ruling | None:
 
 
 def _audit_after(p: Proceedings, contest: Contested, round_: FollowUpRound | None) -> Ruling | None:
-    quality, thresholds = p.bundle.dynamic_quality(), p.thresholds
+    quality, thresholds = audit_evidence_quality(p.bundle, round_), p.thresholds
     if audit_has_evidence(quality, thresholds):
         return None
+    where = "in the follow-up" if round_ is not None else "in the web results"
     return Ruling(
         "audit_rejected_evidence_counts",
-        f"challenge not considered: {quality.n_high} high and {quality.n_medium} medium sources "
+        f"challenge not considered: {quality.n_high} high and {quality.n_medium} medium sources {where} "
         f"(needs {thresholds.audit_min_high} high or {thresholds.audit_min_medium} medium)",
     )
 

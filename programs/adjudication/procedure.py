@@ -20,8 +20,10 @@ from clearmed.programs.adjudication.rules import (
     answer_for_route,
     answered,
     audit_applies,
+    every_run_pathway_agrees,
     guard_applies,
     is_unanimous,
+    left_out,
     may_follow_up,
 )
 from clearmed.signatures.records import (
@@ -49,6 +51,8 @@ def adjudicate(
         return p.conclude(None, None, "no pathway produced an answer", "low", "no_pathway_answered")
     if thresholds.unanimity_fast_path and is_unanimous(agreement):
         return _unanimous(p)
+    if left_out(bundle) and every_run_pathway_agrees(bundle, agreement):
+        return _run_pathways_agree(p)
     output, rule = _verify_with_followups(p)
     answer = answer_for_route(output.route, p.bundle, p.agreement)
     if answer is None:  # a route the candidates cannot back (possible in replayed records): stay conservative
@@ -75,6 +79,25 @@ def _unanimous(p: Proceedings) -> Adjudicated:
         )
     )
     return p.conclude(answer, consensus, "all three pathways agree", "high", "unanimity_fast_path")
+
+
+def _run_pathways_agree(p: Proceedings) -> Adjudicated:
+    """Pathways were left out by choice (recorded runs: `--pathway dynamic=absent`) and every one that ran answered
+    alike. No route can then give another answer: keep and consensus routes name the same one, accept_dynamic has no
+    dynamic answer to back it, and the guard and the audit need a dynamic challenger. So no LM is asked."""
+    answer = next(c.answer for c in p.bundle.candidates if c.answer is not None)
+    consensus = route_for("agreement")
+    ran = ", ".join(c.pathway for c in p.bundle.candidates if c.answer is not None)
+    p.steps.append(
+        AdjudicationStep(
+            mechanism="agreement",
+            rule="run_pathways_agree",
+            answer=answer,
+            route=consensus,
+            outcome=f"every pathway run agrees ({ran}; the others were left out); verifier skipped",
+        )
+    )
+    return p.conclude(answer, consensus, "every pathway run agrees", "high", "run_pathways_agree")
 
 
 def _verify_with_followups(p: Proceedings) -> tuple[VerifierOutput, RuleId]:

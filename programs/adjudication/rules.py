@@ -52,6 +52,20 @@ def is_unanimous(agreement: Agreement) -> bool:
     return bool(agreement.parametric_local and agreement.parametric_dynamic and agreement.local_dynamic)
 
 
+def left_out(bundle: EvidenceBundle) -> list[PathwayName]:
+    """Pathways not run, by the user's choice (`StepError` kind `not_run`): neither answers nor failures."""
+    return [c.pathway for c in bundle.candidates if c.error is not None and c.error.kind == "not_run"]
+
+
+def every_run_pathway_agrees(bundle: EvidenceBundle, agreement: Agreement) -> bool:
+    """Every pathway that was run answered, and all of them agree pairwise (at least one answered)."""
+    ran = [c.pathway for c in bundle.candidates if c.pathway not in left_out(bundle)]
+    answering = answered(bundle)
+    if not answering or len(answering) != len(ran):
+        return False
+    return all(agree(agreement, first, second) for first in answering for second in answering)
+
+
 def dynamic_is_isolated(bundle: EvidenceBundle, agreement: Agreement) -> bool:
     """The dynamic answer conflicts with every other answer there is (A.2: "conflicts with a competing
     conclusion"): dynamic answered, at least one other pathway answered, and none of them agrees with it."""
@@ -138,8 +152,13 @@ def heuristic_verify(
 
 def guard_applies(route: Route, bundle: EvidenceBundle, agreement: Agreement) -> bool:
     """A.2: "The override guard is invoked when z0 = accept_dynamic and the dynamic candidate conflicts with
-    a competing conclusion." """
-    return route_spec(route).guard and dynamic_is_isolated(bundle, agreement)
+    a competing conclusion. In particular, when a_param = a_local != a_dynamic ...; when all three candidates
+    differ ...": those two cases, as the CLEAR code guards them (`_apply_post_verifier_guards`: the
+    direct-BM25 consensus and the three-way conflict). With the parametric or the local pathway failed there is
+    neither, and the verifier's accept_dynamic stands unguarded."""
+    if not (route_spec(route).guard and dynamic_is_isolated(bundle, agreement)):
+        return False
+    return agreement.parametric_local is not None  # both answered: their consensus, or all three differ
 
 
 def guard_default(bundle: EvidenceBundle, agreement: Agreement) -> tuple[Answer, Route]:
@@ -162,7 +181,8 @@ def guard_default(bundle: EvidenceBundle, agreement: Agreement) -> tuple[Answer,
 def guard_may_search(quality: SourceQuality, thresholds: Thresholds) -> bool:
     """A.2: "A targeted follow-up search is issued only when the dynamic evidence includes at least one
     high-quality source (n_high >= 1); otherwise, the proposed override is rejected without further
-    retrieval." """
+    retrieval." The CLEAR code gates on a continuous `max_quality_score >= 0.8` instead; A.2 counts categorical
+    labels "to avoid introducing an additional manually calibrated threshold", and clearmed follows the paper."""
     return quality.n_high >= thresholds.guard_min_high
 
 
@@ -171,6 +191,14 @@ def followup_found_evidence(round_: FollowUpRound) -> bool:
     one that found only known pages adds nothing to assess: an override granted then would rest on evidence
     the follow-up never found (the initial pages already decided the route that asked for the guard)."""
     return bool(round_.passages)
+
+
+def guard_followup_has_evidence(round_: FollowUpRound, thresholds: Thresholds) -> bool:
+    """The follow-up's own pages include `guard_min_high` high-quality sources, as the CLEAR code's
+    `allow_second_search_override` counts the second search's own sources (high_quality_count >= 1). A.2 states
+    the n_high >= 1 bar for issuing the follow-up and is silent on what the follow-up must bring; the code's
+    count contradicts nothing in it, and without it one new forum page could carry an override."""
+    return followup_found_evidence(round_) and round_.source_quality.n_high >= thresholds.guard_min_high
 
 
 def guard_grants(assessment: GuardAssessment) -> bool:
@@ -205,19 +233,32 @@ def judge_backs_challenger(bundle: EvidenceBundle, challenger: Answer) -> bool |
 
 def audit_applies(route: Route, agreement: Agreement) -> bool:
     """A.2: invoked "when the verifier does not initially accept the dynamic candidate, but the dynamic
-    pathway challenges an existing parametric-local consensus, a_param = a_local != a_dynamic"."""
+    pathway challenges an existing parametric-local consensus, a_param = a_local != a_dynamic". The CLEAR code
+    (`_apply_online_challenge_audit`) audits that pattern whatever the verifier decided; the paper leaves
+    accept_dynamic to the guard, and clearmed follows the paper."""
     return route_spec(route).audit and agreement.parametric_local is True and agreement.parametric_dynamic is False
 
 
 def audit_has_evidence(quality: SourceQuality, thresholds: Thresholds) -> bool:
     """A.2: "The challenge is considered only when the retrieved evidence contains at least one
-    high-quality source or at least two medium-quality sources (n_high >= 1 or n_medium >= 2)." """
+    high-quality source or at least two medium-quality sources (n_high >= 1 or n_medium >= 2)." The evidence is
+    the audit's own follow-up round (`audit_evidence_quality`)."""
     return quality.n_high >= thresholds.audit_min_high or quality.n_medium >= thresholds.audit_min_medium
 
 
+def audit_evidence_quality(bundle: EvidenceBundle, round_: FollowUpRound | None) -> SourceQuality:
+    """What the audit's evidence counts: "a targeted follow-up search is used to determine whether sufficient
+    evidence exists" (A.2), so the follow-up's own sources, as the CLEAR code's `_allow_online_challenge_override`
+    counts the second search's sources; a failed or empty follow-up counts nothing. With follow-up switched off
+    (an ablation) the initial web results are the only retrieved evidence."""
+    return round_.source_quality if round_ is not None else bundle.source_quality
+
+
 def audit_accepts(assessment: AuditAssessment) -> bool:
-    """A.2: the challenge is accepted only if "the follow-up evidence ... clearly support[s] the challenger"
-    (and is aligned with the question at the exact option)."""
+    """A.2: the challenge is accepted only if "the follow-up evidence ... clearly support[s] the challenger";
+    with the CLEAR code's conditions (`_allow_online_challenge_override`): aligned with the question, at the exact
+    option, the default not the best supported, no unresolved conflict. The paper's "clearly" admits none of
+    those failing, so the two agree."""
     return assessment.accepts()
 
 

@@ -3,14 +3,16 @@ challenge audit assessments (CLEAR 2.3.2-2.3.3). Each returns typed records or a
 
 from __future__ import annotations
 
+import re
 from typing import Generic, TypeVar
 
 import dspy
 
 from clearmed.programs.adjudication.rules import competing_answers
 from clearmed.programs.assessors.quality import SourceQualityAssessor, label_passages
+from clearmed.programs.lm.adapter import normalise_bool
 from clearmed.programs.lm.answers import format_options
-from clearmed.programs.lm.evidence_view import render_dynamic_evidence
+from clearmed.programs.lm.evidence_view import render_dynamic_evidence, render_round_evidence
 from clearmed.programs.lm.formatting import render_question
 from clearmed.programs.lm.results import QualityResult, WebQueryResult
 from clearmed.programs.lm.run_context import current
@@ -29,6 +31,7 @@ from clearmed.signatures.records import (
     GuardAssessment,
     Question,
     StepError,
+    page_key,
 )
 
 
@@ -110,12 +113,20 @@ class FollowUpSearch(dspy.Module):
             written = fallback_query(stem.query, texts)
         query, cut = fit_query(written, limit)
         found, error = search_web(search, query, current().settings.dynamic_k, "followup_search", f"F{round_number}.")
-        # A page already in the bundle is not new evidence: counting it twice would inflate quality counts.
-        seen = {p.provenance.url or p.provenance.doc_id for p in bundle.all_dynamic_passages()}
-        passages = [p for p in found if (p.provenance.url or p.provenance.doc_id) not in seen]
+        # A page already in the bundle is not new evidence: counting it twice would inflate quality counts. What is
+        # left out is recorded, so replay serves this round only beside rounds that would leave out the same.
+        seen = {page_key(p) for p in bundle.all_dynamic_passages()}
+        passages = [p for p in found if page_key(p) not in seen]
+        excluded = list(dict.fromkeys(page_key(p) for p in found if page_key(p) in seen))
         failure = error or result.error
         if not passages:
-            return FollowUpRound(trigger=trigger, query=query, query_cut_chars=cut, error=failure)  # type: ignore[arg-type]
+            return FollowUpRound(
+                trigger=trigger,  # type: ignore[arg-type]
+                query=query,
+                query_cut_chars=cut,
+                error=failure,
+                excluded=excluded,
+            )
         assessed: QualityResult = self.assessor(
             question_text=bundle.question.text, passages=passages, stage="followup_quality"
         )
@@ -126,6 +137,7 @@ class FollowUpSearch(dspy.Module):
             passages=label_passages(passages, assessed.quality),
             source_quality=assessed.quality,
             error=failure or assessed.error,
+            excluded=excluded,
         )
         return round_
 
@@ -133,10 +145,40 @@ class FollowUpSearch(dspy.Module):
 AssessmentT = TypeVar("AssessmentT", GuardAssessment, AuditAssessment)
 
 
+def contest_round(bundle: EvidenceBundle, mechanism: str) -> FollowUpRound | None:
+    """The follow-up round the guard's or audit's contest searched, the last of the bundle's (None with follow-up
+    switched off)."""
+    last = bundle.followups[-1] if bundle.followups else None
+    return last if last is not None and last.trigger == mechanism else None
+
+
+def _written_value(raw: str, name: str) -> str:
+    """The value written for output field `name` in a raw reply, as chat sections or as JSON ("" if absent)."""
+    found = re.search(rf"\[\[ ## {name} ## \]\]\s*([^\n]*)", raw) or re.search(rf'"{name}"\s*:\s*"?([^",}}\n]*)', raw)
+    return found.group(1).strip() if found else ""
+
+
+def salvage_conditions(record: type[AssessmentT], error: StepError) -> AssessmentT | None:
+    """An assessment read field by field from a reply the typed parse rejected (a small model drops or garbles one
+    of the booleans: on the embedded model the audit's parse failed in 6 of 16 hold-out MMLU-Med audits); a
+    condition that cannot be read does not hold. None when no condition can be read: the assessment failed."""
+    raw = error.raw_output or ""
+    names = [name for name in record.model_fields if name != "rationale"]
+    read = {name: normalise_bool(_written_value(raw, name)) for name in names}
+    unread = [name for name, value in read.items() if value not in ("true", "false")]
+    if len(unread) == len(names):
+        return None
+    note = f" (read field by field; not readable, so taken as not holding: {', '.join(unread)})" if unread else ""
+    conditions = {name: value == "true" for name, value in read.items()}
+    return record(**conditions, rationale=_written_value(raw, "rationale") + note)
+
+
 class _ConflictAssessor(dspy.Module, Generic[AssessmentT]):
     """One LM judgement of a default answer against the dynamic challenger, parsed into a typed record.
 
-    The record's boolean fields are the signature's output fields of the same name.
+    The record's boolean fields are the signature's output fields of the same name. The assessor reads the contest's
+    own follow-up round (the bundle's web evidence only with follow-up switched off): the round is what its gate
+    counted, and the initial results already decided the route that asked for the contest.
     """
 
     stage: Stage
@@ -158,11 +200,16 @@ class _ConflictAssessor(dspy.Module, Generic[AssessmentT]):
             # Only evidence that can count towards the guard's and audit's gates argues in them: a low-quality
             # page (a blog, a forum, an unrecognised or look-alike site) is listed without its text, so no page
             # that could not open the gate can talk the assessor into an override.
-            evidence=render_dynamic_evidence(bundle, min_quality="medium"),
+            evidence=(
+                render_round_evidence(round_, min_quality="medium")
+                if (round_ := contest_round(bundle, self.stage)) is not None
+                else render_dynamic_evidence(bundle, min_quality="medium")
+            ),
         )
         if result.prediction is None:
             assert result.error is not None
-            return result.error
+            salvaged = salvage_conditions(self.record, result.error) if result.error.kind == "parse_error" else None
+            return salvaged if salvaged is not None else result.error
         fields = result.prediction.toDict()
         conditions = {name: bool(fields[name]) for name in self.record.model_fields if name != "rationale"}
         return self.record(**conditions, rationale=str(fields["rationale"] or ""))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import dspy
@@ -17,10 +17,16 @@ import dspy
 from clearmed.programs.settings import ASSESSOR_STAGES, ProgramSettings
 from clearmed.signatures.records import CallUsage
 
+# Where each usage row also goes the moment its call completes (an evaluation's append-only spend log), so a kill
+# mid-question loses none of what was paid. Set by the caller around a question; pathway threads inherit it.
+USAGE_SINK: contextvars.ContextVar[Callable[[CallUsage], None] | None] = contextvars.ContextVar(
+    "clearmed_usage_sink", default=None
+)
+
 
 @dataclass
 class Ledger:
-    """Usage rows appended by concurrent stages of one question."""
+    """Usage rows appended by concurrent stages of one question (and passed on to `USAGE_SINK`)."""
 
     rows: list[CallUsage] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -28,6 +34,9 @@ class Ledger:
     def add(self, row: CallUsage) -> None:
         with self._lock:
             self.rows.append(row)
+        sink = USAGE_SINK.get()
+        if sink is not None:
+            sink(row)
 
 
 @dataclass

@@ -7,22 +7,19 @@ a `StepError` in the trail (never a traceback) and every call is accounted for i
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import dspy
-from dspy.utils.exceptions import (
-    ContextWindowExceededError,
-    LMRateLimitError,
-    LMServerError,
-    LMTimeoutError,
-    LMTransportError,
-)
+from dspy.utils.exceptions import LMTransportError
 from dspy.utils.usage_tracker import UsageTracker
 
+from clearmed.backbones.failures import as_overflow, classify
 from clearmed.backbones.reasoning import collect_thinking
 from clearmed.errors import FatalServiceError
 from clearmed.programs.lm.adapter import TolerantChatAdapter
-from clearmed.programs.lm.prompt_fit import PromptFit, fit_prompt
+from clearmed.programs.lm.prompt_fit import PromptFit, estimate_tokens, fit_prompt, prompt_limit
 from clearmed.programs.lm.run_context import current
 from clearmed.programs.settings import Stage
 from clearmed.retries import count_retries
@@ -30,8 +27,11 @@ from clearmed.signatures.records import CallUsage, ErrorKind, StepError
 from clearmed.signatures.records.usage import THINKING_KEPT
 
 _MAX_MESSAGE = 300
-# Failures still there after the client's retries that a later attempt may not meet: the question is degraded.
-_TRANSIENT = (LMRateLimitError, LMServerError, LMTimeoutError, LMTransportError, ContextWindowExceededError)
+Counter = Literal["server", "estimate"]
+# A prompt estimated under this share of its limit fits whatever the tokenizer: the server is not asked to count it.
+_SURE_SHARE = 0.6
+# Times the fit is redone after the server counted more tokens than the estimate (each with the measured ratio).
+_RECOUNTS = 3
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,13 @@ def error_from_exception(stage: str, exc: BaseException) -> StepError:
         raw = exc.lm_response if isinstance(exc.lm_response, str) else None
         return StepError(stage=stage, kind="parse_error", message=_short(str(exc)), raw_output=raw)
     if isinstance(exc, dspy.LMError):
+        # One policy for every LM call (`backbones.failures`): transient failures degrade the question (redone on
+        # resume); an overflow that reaches here survived a refit, so it is deterministic and recorded as such.
+        failure = classify(exc)
         kind: ErrorKind = "timeout" if _is_timeout(exc) else "lm_error"
-        transient = kind == "timeout" or isinstance(exc, _TRANSIENT)
+        if failure == "overflow":
+            kind = "context_overflow"
+        transient = failure == "transient" or kind == "timeout"
         return StepError(stage=stage, kind=kind, message=_short(f"{type(exc).__name__}: {exc}"), transient=transient)
     return StepError(stage=stage, kind="internal_error", message=_short(f"{type(exc).__name__}: {exc}"))
 
@@ -96,12 +101,107 @@ def output_budget(lm: dspy.BaseLM | None, budget: int | None) -> int | None:
     return max(values) if values else None
 
 
+def _prompt_text(predictor: dspy.Module, adapter: dspy.Adapter, inputs: Mapping[str, object]) -> str:
+    """The prompt's text as the adapter would send it (what `prompt_fit` estimates), or the inputs' text alone."""
+    try:
+        first = predictor.predictors()[0]
+        messages = adapter.format(first.signature, list(first.demos), dict(inputs))
+        return "".join(str(message.get("content", "")) for message in messages)
+    except Exception:  # an unusual module: measure what it is given
+        return "".join(str(value) for value in inputs.values())
+
+
+def _server_count(lm: dspy.BaseLM | None, text: str) -> int | None:
+    """``text``'s tokens as the LM's server counts them (`ClearmedLM.count_tokens`, by duck typing), else None."""
+    count = getattr(lm, "count_tokens", None)
+    value = count(text) if callable(count) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _window_for(limit: int, window: int, budget: int | None) -> int:
+    """The window whose `prompt_limit` is at most ``limit`` (at most ``window``): `fit_prompt` fits estimated tokens,
+    so a prompt the server counts ``scale`` times larger is fitted to the limit divided by ``scale``."""
+    low, high = 1, window
+    while low < high:
+        middle = (low + high + 1) // 2
+        if prompt_limit(middle, budget) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _fit(
+    predictor: dspy.Module,
+    adapter: dspy.Adapter,
+    inputs: Mapping[str, object],
+    lm: dspy.BaseLM | None,
+    window: int | None,
+    budget: int | None,
+    scale: float = 1.0,
+) -> tuple[PromptFit, Counter | None, int | None]:
+    """The prompt fitted to ``window``, how its tokens were counted, and the limit it was fitted to.
+
+    Fitted on the estimate; then, when it comes near the limit, counted by the server's tokenizer where it has one, and
+    refitted with the ratio it measured until the server's count fits (or nothing is left to leave out)."""
+    if window is None:
+        return fit_prompt(predictor, adapter, inputs, window=None, output_budget=budget), None, None
+    limit = prompt_limit(window, budget)
+    counter: Counter = "estimate"
+    fit = PromptFit(dict(inputs))
+    for _ in range(_RECOUNTS + 1):
+        target = window if scale <= 1.0 else _window_for(int(limit / scale), window, budget)
+        refit = fit_prompt(predictor, adapter, inputs, window=target, output_budget=budget)
+        if counter == "server" and refit.inputs == fit.inputs:
+            break  # nothing more to leave out: the call says whether it fits
+        fit = refit
+        text = _prompt_text(predictor, adapter, fit.inputs)
+        estimated = estimate_tokens(text)
+        if estimated < limit * _SURE_SHARE:
+            break
+        counted = _server_count(lm, text)
+        if counted is None:
+            break
+        counter = "server"
+        if counted <= limit:
+            break
+        scale = max(scale, counted / estimated) * 1.02  # a little beyond the measured ratio: passages differ
+    return fit, counter, limit
+
+
+def _refit(
+    predictor: dspy.Module,
+    adapter: dspy.Adapter,
+    inputs: Mapping[str, object],
+    lm: dspy.BaseLM | None,
+    budget: int | None,
+    sent: PromptFit,
+    exc: BaseException,
+) -> tuple[PromptFit, Counter | None, int | None] | None:
+    """After a context-length error: the prompt fitted to the window the error named (the LM learned it), with the
+    estimate corrected by the server's own count of the refused prompt; None when that changes nothing (the same
+    prompt would overflow again)."""
+    overflow = as_overflow(exc)
+    if overflow is None:
+        return None
+    window = context_window(lm) or overflow.limit
+    if window is None:
+        return None
+    scale = 1.0
+    if overflow.prompt_tokens:
+        scale = max(1.0, overflow.prompt_tokens / estimate_tokens(_prompt_text(predictor, adapter, sent.inputs)))
+    refit = _fit(predictor, adapter, inputs, lm, window, budget, scale)
+    return refit if refit[0].inputs != sent.inputs else None
+
+
 def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageResult:
     """Call `predictor` for `stage` under the run context; record usage; never raise for LM failures (a
-    `FatalServiceError` is no failure of this step: it stops the run).
+    `FatalServiceError` is no failure of this step: it stops the run; nor is a second Ctrl-C, `RetriesCut`).
 
-    Passages are left out first if the prompt would not fit the LM's context window (`prompt_fit`); the usage row
-    says how many, and keeps the start of the model's thinking (`backbones.reasoning`)."""
+    Passages are left out first if the prompt would not fit the LM's context window (`prompt_fit`, with the server's
+    token count where it has one); a context-length error that names the window teaches it to the LM, and the stage is
+    refitted and tried once more. The usage row says how many passages were left out, how they were counted, and keeps
+    the start of the model's thinking (`backbones.reasoning`)."""
     context = current()
     role, lm = context.lm_for(stage)
     budget = context.settings.max_tokens.get(stage)
@@ -111,19 +211,30 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
     prediction: dspy.Prediction | None = None
     error: StepError | None = None
     fit = PromptFit(dict(inputs))
-    try:
-        fit = fit_prompt(predictor, adapter, inputs, window=context_window(lm), output_budget=output_budget(lm, budget))
-        with (
-            count_retries() as retries,
-            collect_thinking() as thinking,
-            dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker),
-        ):
-            config = {"max_tokens": budget} if budget else {}
-            prediction = predictor(**fit.inputs, config=config)
-    except FatalServiceError:
-        raise
-    except Exception as exc:  # every failure of an LM step is recorded, by design
-        error = error_from_exception(stage, exc)
+    counter: Counter | None = None
+    limit: int | None = None
+    refits = 0
+    cap = output_budget(lm, budget)
+    config = {"max_tokens": budget} if budget else {}
+    # Opened first, so that a failure anywhere below (asking a server for its window included) is recorded with the
+    # retries it took: a throttled window or token-count request is retried and counted like the call.
+    with count_retries() as retries, collect_thinking() as thinking:
+        try:
+            fit, counter, limit = _fit(predictor, adapter, inputs, lm, context_window(lm), cap)
+            try:
+                with dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker):
+                    prediction = predictor(**fit.inputs, config=config)
+            except dspy.ContextWindowExceededError as exc:
+                refit = _refit(predictor, adapter, inputs, lm, cap, fit, exc)
+                if refit is None:
+                    raise
+                (fit, counter, limit), refits = refit, 1
+                with dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker):
+                    prediction = predictor(**fit.inputs, config=config)
+        except FatalServiceError:
+            raise
+        except Exception as exc:  # every failure of an LM step is recorded, by design
+            error = error_from_exception(stage, exc)
     seconds = time.perf_counter() - started
     entries = [entry for per_model in tracker.usage_data.values() for entry in per_model]
     context.ledger.add(
@@ -139,7 +250,10 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
             failed=error is not None,
             retries=retries.total,
             passages_dropped=fit.dropped,
-            fit_tokens=fit.limit,
+            passages_dropped_ids=list(fit.dropped_ids),
+            fit_tokens=limit if fit.dropped else None,
+            token_counter=counter,
+            refits=refits,
             thinking=thinking.text[:THINKING_KEPT],
             thinking_chars=len(thinking.text),
         )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import time
 
 from clearmed.errors import FatalServiceError
 from clearmed.programs.lm.stage import record_tool_call
 from clearmed.programs.settings import Stage
 from clearmed.retries import count_retries
-from clearmed.retrieval.base import EvidenceError, SearchFailure, WebSearch
+from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError, WebSearch
 from clearmed.signatures.records import ErrorKind, Passage, PathwayName, StepError
 
 
@@ -25,14 +26,19 @@ def reid(passages: list[Passage], prefix: str) -> list[Passage]:
     return out
 
 
-# Search failures still there after the client's retries that a later attempt may not meet: the question is degraded.
-_TRANSIENT: frozenset[SearchFailure] = frozenset({"rate_limit", "timeout", "server", "connection"})
-
-
 def evidence_failure(pathway: PathwayName, stage: str, exc: Exception) -> StepError:
+    """The recorded failure of a search or retrieval: transient (the question is degraded, and redone on resume) or
+    deterministic. A failure every later search would meet too (a corrupt or unwritable cache or index) is raised as
+    `FatalServiceError` instead: the run stops with one line rather than answer the rest with an empty search."""
     kind: ErrorKind = "retrieval_error" if pathway == "local" else "search_error"
     if isinstance(exc, EvidenceError):
-        return StepError(stage=stage, kind=kind, message=f"{exc.kind}: {exc}", transient=exc.kind in _TRANSIENT)
+        if exc.kind in FATAL_FAILURES:
+            what = "local index" if pathway == "local" else f"{exc.backend or 'web'} search"
+            raise FatalServiceError(what, "local_data", str(exc)) from exc
+        transient = exc.kind in TRANSIENT_FAILURES
+        return StepError(stage=stage, kind=kind, message=f"{exc.kind}: {exc}", transient=transient)
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):  # no descriptor left: may pass
+        return StepError(stage=stage, kind=kind, message=f"{type(exc).__name__}: {exc}", transient=True)
     return StepError(stage=stage, kind=kind, message=f"{type(exc).__name__}: {exc}")
 
 

@@ -32,8 +32,10 @@ from typing import Any, Final
 import dspy
 
 from clearmed.backbones.scoring import TokenScorer, scorer_for
+from clearmed.errors import FatalServiceError
+from clearmed.programs.lm.prompt_fit import fit_prompt
 from clearmed.programs.lm.run_context import current
-from clearmed.programs.lm.stage import is_cacheable, lm_name
+from clearmed.programs.lm.stage import context_window, is_cacheable, lm_name
 from clearmed.programs.settings import Stage
 from clearmed.signatures.records import Answer, CallUsage, OptionScores, Question
 
@@ -72,13 +74,18 @@ def run_scored_stage(
     if scorer is None:
         return None
     signature = answer_first(predictor.signature)
-    messages = dspy.ChatAdapter().format(signature, list(predictor.demos), dict(inputs))
+    # Fitted to the window as a generated answer is (`prompt_fit`): the scored answer reads one token, and a
+    # several-answer question's option tail is within the fit's margin.
+    fit = fit_prompt(predictor, dspy.ChatAdapter(), inputs, window=context_window(lm), output_budget=1)
+    messages = dspy.ChatAdapter().format(signature, list(predictor.demos), dict(fit.inputs))
     prefix = ANSWER_MARKER
     started = time.perf_counter()
 
     def record(**usage: Any) -> None:  # one usage row for this pass, timed from the cache lookup
         seconds = round(time.perf_counter() - started, 4)
-        context.ledger.add(CallUsage(stage=stage, role=role, model=lm_name(lm), seconds=seconds, **usage))
+        row = CallUsage(stage=stage, role=role, model=lm_name(lm), seconds=seconds, **usage)
+        dropped = {"passages_dropped": fit.dropped, "passages_dropped_ids": list(fit.dropped_ids)}
+        context.ledger.add(row.model_copy(update={**dropped, "fit_tokens": fit.limit}))
 
     request = _cache_request(lm, messages, prefix, question) if is_cacheable(lm) else None
     scores = _cached(request)
@@ -87,10 +94,12 @@ def run_scored_stage(
     else:
         try:
             scores, prompt_tokens, passes = _score(scorer, messages, prefix, question)
-        except Exception:  # a scoring failure never ends the question (an engine's context overflow included)
-            # Recorded as failed; the caller then generates, and generation records its own error if the prompt
-            # cannot fit at all.
-            record(failed=True)
+        except FatalServiceError:  # a refused key or balance stops the run, as for a generated answer
+            raise
+        except Exception as exc:  # a scoring failure never ends the question (an engine's context overflow included)
+            # Recorded as failed, with why; the caller then generates, and generation records its own error if the
+            # prompt cannot fit at all or the server is still failing.
+            record(failed=True, error=" ".join(f"{type(exc).__name__}: {exc}".split())[:300])
             return None
         record(calls=passes, prompt_tokens=prompt_tokens)
         if request is not None:

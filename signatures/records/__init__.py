@@ -38,6 +38,7 @@ from clearmed.signatures.records.candidates import (
     FollowUpRound,
     OptionScores,
     VerifierOutput,
+    page_key,
     top_options,
 )
 from clearmed.signatures.records.evidence import Passage, Provenance, QualityAssessment, SourceQuality

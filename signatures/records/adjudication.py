@@ -36,15 +36,30 @@ class GuardAssessment(Record):
 
 
 class AuditAssessment(Record):
-    """The challenge audit's judgement: does the follow-up evidence clearly support the challenger?"""
+    """The challenge audit's judgement: does the follow-up evidence clearly support the challenger? With the CLEAR
+    code's conditions (`_allow_online_challenge_override`): aligned, exact option, the default not the best
+    supported, no unresolved conflict. An audit recorded before the last two were asked has them None: it is no
+    acceptance, and replay misses it (`needs_reassessment`)."""
 
     clearly_supports_challenger: bool
     aligned_with_question: bool
     supports_exact_option: bool
+    default_not_better_supported: bool | None = None
+    no_unresolved_conflict: bool | None = None
     rationale: str = ""
 
     def accepts(self) -> bool:
-        return self.clearly_supports_challenger and self.aligned_with_question and self.supports_exact_option
+        return bool(
+            self.clearly_supports_challenger
+            and self.aligned_with_question
+            and self.supports_exact_option
+            and self.default_not_better_supported
+            and self.no_unresolved_conflict
+        )
+
+    def needs_reassessment(self) -> bool:
+        """Recorded before the audit asked every condition it rules on."""
+        return self.default_not_better_supported is None or self.no_unresolved_conflict is None
 
 
 class Contest(Record):

@@ -64,10 +64,22 @@ class Candidate(Record):
     # A written query longer than the backend accepts (max_query_chars) is cut at a word boundary before it is
     # sent, never sent to fail: its length before the cut.
     query_cut_chars: int | None = None
+    # The file an earlier run recorded this answer in, when the pathway was not run but read back
+    # (`clearmed eval --pathway NAME=SOURCE`): its provenance in the trail.
+    recorded_from: str | None = None
+
+
+def page_key(passage: Passage) -> str:
+    """What makes two web results the same page: its address (else its document id, else its id)."""
+    return passage.provenance.url or passage.provenance.doc_id or passage.id
 
 
 class FollowUpRound(Record):
-    """One targeted follow-up search (CLEAR 2.3.3): why it ran, the query, what came back and its quality."""
+    """One targeted follow-up search (CLEAR 2.3.3): why it ran, the query, what came back and its quality.
+
+    `passages` are the results the bundle did not already hold; `excluded` the keys (`page_key`) of those it did,
+    left out, so replay can tell whether the round would come back the same beside other rounds (None: recorded
+    before rounds said)."""
 
     trigger: Literal["guard", "audit", "needs_more_search"]
     query: str = ""
@@ -76,6 +88,7 @@ class FollowUpRound(Record):
     passages: list[Passage] = Field(default_factory=list)
     source_quality: SourceQuality = Field(default_factory=SourceQuality)
     error: StepError | None = None
+    excluded: list[str] | None = None
 
 
 class EvidenceBundle(Record):

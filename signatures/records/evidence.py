@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Literal
 
-from pydantic import Field, computed_field, field_validator, model_validator
+from pydantic import Field, computed_field, field_serializer, field_validator, model_validator
 
 from clearmed.signatures.records.base import QualityLabel, QualityOrigin, Record
 from clearmed.signatures.sanitize import clean_text
@@ -24,6 +24,12 @@ class Provenance(Record):
     query: str | None = None
     rank: int | None = None
     score: float | None = None
+
+    # An ISO string in every dump, not only JSON: DSPy's `Evaluate(save_as_json=...)` json-dumps a prediction's
+    # python dump, where a `date` would stop the save.
+    @field_serializer("published")
+    def _iso_date(self, value: date | None) -> str | None:
+        return value.isoformat() if value is not None else None
 
 
 class Passage(Record):

@@ -91,6 +91,7 @@ def route_meanings() -> str:
 RuleId = Literal[
     # the verifier and its deterministic stand-in
     "unanimity_fast_path",
+    "run_pathways_agree",
     "verifier",
     "calibrated",
     "heuristic_parametric_local",
@@ -106,6 +107,7 @@ RuleId = Literal[
     "guard_rejected_few_high_quality",
     "guard_rejected_conditions",
     "guard_rejected_no_followup_evidence",
+    "guard_rejected_followup_few_high_quality",
     "guard_assessment_failed",
     "guard_rejected_option_not_supported",
     "guard_granted",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from clearmed.signatures.records.base import Record
 from clearmed.signatures.sanitize import redact_secrets
@@ -17,6 +17,11 @@ ErrorKind = Literal[
     "search_error",
     "timeout",
     "internal_error",
+    # the prompt did not fit the context window even after the stage refitted it to the window the server named:
+    # deterministic, so not transient (a resume would meet it again)
+    "context_overflow",
+    # a pathway left out by choice (recorded pathways: `--pathway dynamic=absent`): no failure, and not degraded
+    "not_run",
 ]
 
 
@@ -24,8 +29,9 @@ class StepError(Record):
     """A failure recorded in the trail instead of raised: which stage, what kind, and the message.
 
     `transient` marks a failure a later attempt may not meet (a rate limit, timeout, server or connection error, or a
-    prompt over the context window, each still failing after its retries): the question is then degraded, reported
-    apart from clean answers and redone on resume. An unparseable output or an empty search is not transient.
+    200 whose body is no reply, each still failing after its retries): the question is then degraded, reported apart
+    from clean answers and redone on resume. An unparseable output, an empty search, or a prompt still over the
+    context window after it was refitted (`context_overflow`) is not transient.
     """
 
     stage: str
@@ -51,7 +57,11 @@ class CallUsage(Record):
     `retries` are the attempts the client repeated (rate limits, server errors); `credits` what a metered search
     service billed (Tavily: 1 per basic search, 2 per advanced; 0 for a cache hit). `passages_dropped` passages were
     left out so the prompt would fit `fit_tokens` (`programs.lm.prompt_fit`); `thinking` is the start of what a
-    reasoning model thought before answering (at most `THINKING_KEPT` characters of `thinking_chars`)."""
+    reasoning model thought before answering (at most `THINKING_KEPT` characters of `thinking_chars`). `token_counter`
+    says how the prompt was measured for the fit: ``server`` (the server's own ``/tokenize``), ``estimate`` (3.2
+    characters per token), None when no window was known; `refits` how often the stage refitted its prompt after a
+    context-length error and tried again; `error` a failure the stage survived (a scoring pass that fell back to
+    generation) in one line."""
 
     stage: str
     role: str = "main"
@@ -65,9 +75,18 @@ class CallUsage(Record):
     retries: int = 0
     credits: float = 0.0
     passages_dropped: int = 0
+    passages_dropped_ids: list[str] = Field(default_factory=list)  # in the order they were left out
     fit_tokens: int | None = None
+    token_counter: Literal["server", "estimate"] | None = None
+    refits: int = 0
+    error: str = ""
     thinking: str = ""
     thinking_chars: int = 0
+
+    @field_validator("error")
+    @classmethod
+    def _redact_error(cls, value: str) -> str:
+        return redact_secrets(value)
 
     @property
     def note(self) -> str:
@@ -75,4 +94,5 @@ class CallUsage(Record):
         if not self.passages_dropped:
             return ""
         plural = "passage" if self.passages_dropped == 1 else "passages"
-        return f"{self.passages_dropped} {plural} dropped to fit {self.fit_tokens:,} prompt tokens"
+        which = f" ({', '.join(self.passages_dropped_ids)})" if self.passages_dropped_ids else ""
+        return f"{self.passages_dropped} {plural} dropped to fit {self.fit_tokens:,} prompt tokens{which}"

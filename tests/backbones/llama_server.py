@@ -173,7 +173,9 @@ class ThrottlingProxy:
             headers = {"Retry-After": self.retry_after} if status == 429 else {}
             _reply(handler, status, json.dumps(payload).encode(), headers)
             return
-        url = self.upstream + handler.path.removeprefix("/v1")
+        # The OpenAI routes live under /v1; a server's own (/props, /tokenize, /extras/...) at its root.
+        root = self.upstream.removesuffix("/v1")
+        url = self.upstream + handler.path[3:] if handler.path.startswith("/v1") else root + handler.path
         headers = {"Content-Type": handler.headers.get("Content-Type", "application/json")}
         try:
             upstream = requests.request("GET" if body is None else "POST", url, data=body, headers=headers, timeout=900)

@@ -11,7 +11,7 @@ import dspy
 import pytest
 from dspy.clients import execution
 
-from clearmed.backbones import build_lm, collect_thinking, fatal_lm_error, parse_backbone
+from clearmed.backbones import build_lm, client, collect_thinking, fatal_lm_error, parse_backbone
 from clearmed.errors import FatalServiceError
 from clearmed.retries import count_retries
 
@@ -38,9 +38,10 @@ def server() -> Iterator[ScriptedOpenAI]:
 
 @pytest.fixture(autouse=True)
 def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """DSPy's waits between retries, recorded instead of slept."""
+    """The waits between retries (clearmed's, and DSPy's should it ever retry itself), recorded instead of slept."""
     asked: list[float] = []
     monkeypatch.setattr(execution, "time", types.SimpleNamespace(sleep=asked.append))
+    monkeypatch.setattr(client, "pause", asked.append)
     return asked
 
 

@@ -1,15 +1,24 @@
-"""Tokens per call: from the config, the embedded engine's n_ctx, vLLM's GET /v1/models, or the bundled map."""
+"""Tokens per call: from the config, the embedded engine's n_ctx, the server (vLLM's and SGLang's GET /v1/models,
+llama-server's GET /props), or the bundled map; unknown when nothing says, asked again when the server could not be."""
 
 from __future__ import annotations
 
+import importlib
 import socket
 from typing import Any
 
 import pytest
 
 from clearmed.backbones import build_lm, context_window, parse_backbone, served_context_window
+from clearmed.backbones.context_window import served_window
+from clearmed.retries import count_retries
 
 from .fake_openai import ScriptedOpenAI
+from .replay_server import REPLIES, ReplayServer, Reply
+
+context_window_module = importlib.import_module(
+    "clearmed.backbones.context_window"
+)  # the package exports a function by that name
 
 
 def vllm(api_base: str, **table: Any) -> Any:
@@ -88,3 +97,71 @@ def test_a_built_lm_asks_the_server_on_first_use_and_remembers() -> None:
     assert lm.context_window == 32768  # the server is gone: not asked again
     configured = build_lm(vllm("http://127.0.0.1:9/v1", context_window=4096))
     assert configured.context_window == 4096
+
+
+# ---- issue 37: every server's own report, read from its real reply (fixtures/server_replies.json) ----
+
+WINDOWS = REPLIES["windows"]
+
+
+def replay(*names: str) -> ReplayServer:
+    return ReplayServer({WINDOWS[name]["path"]: Reply(200, WINDOWS[name]["body"]) for name in names})
+
+
+def test_llama_servers_window_is_read_from_props_not_from_the_training_length() -> None:
+    with replay("llama_server_models", "llama_server_props") as server:
+        found = served_window(server.api_base, "qwen2.5-coder-1.5b")
+    assert (found.tokens, found.source, found.detail) == (8192, "server", "GET /props n_ctx")
+    assert WINDOWS["llama_server_models"]["body"]["data"][0]["meta"]["n_ctx_train"] == 32768  # listed, never read
+
+
+@pytest.mark.parametrize(("name", "window"), [("vllm_models", 32768), ("sglang_models", 8192)])
+def test_vllm_and_sglang_report_max_model_len(name: str, window: int) -> None:
+    with replay(name, "sglang_get_model_info") as server:
+        found = served_window(server.api_base, "Qwen/Qwen3.5-9B")
+        assert (found.tokens, found.detail) == (window, "GET /v1/models max_model_len")
+        assert [r["path"] for r in server.requests] == ["/v1/models"]  # nothing else asked
+
+
+def test_sglangs_model_info_names_no_window_so_v1_models_is_what_counts() -> None:
+    info = WINDOWS["sglang_get_model_info"]["body"]
+    assert not {"context_length", "max_model_len", "n_ctx"} & set(info)
+
+
+def test_llama_cpp_pythons_server_reports_nothing_and_that_is_settled() -> None:
+    with replay("llama_cpp_python_models") as server:
+        found = served_window(server.api_base, "qwen2.5-coder-1.5b")
+        assert (found.tokens, found.source, found.settled) == (None, "unknown", True)
+        cfg = vllm(server.api_base)
+        lm = build_lm(cfg)
+        assert lm.context_window is None
+        asked = len(server.requests)
+        assert lm.context_window is None
+        assert len(server.requests) == asked  # a settled "unknown" is not asked again
+
+
+def test_a_server_down_at_the_first_call_is_asked_again_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 item 9: the window was cached as None for the rest of the run when the first ask failed."""
+    monkeypatch.setattr(context_window_module, "pause", lambda seconds: None)
+    busy = [Reply(503, {"error": {"message": "loading model"}})] * 4
+    with ReplayServer({"/v1/models": [*busy, Reply(200, WINDOWS["vllm_models"]["body"])]}) as server:
+        lm = build_lm(vllm(server.api_base))
+        assert lm.context_window is None  # four 503s: the probe's retries spent, so unsettled
+        assert lm.context_window == 32768  # the server answers now: asked again, and kept
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    refused = served_window(f"http://127.0.0.1:{port}/v1", "m", timeout=2)
+    assert (refused.tokens, refused.settled) == (None, False)
+
+
+def test_a_throttled_window_probe_is_retried_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    waited: list[float] = []
+    monkeypatch.setattr(context_window_module, "pause", waited.append)
+    throttled = Reply(429, {"error": {"message": "Rate limit reached"}}, headers={"Retry-After": "1"})
+    routes = {"/v1/models": [throttled, Reply(200, WINDOWS["vllm_models"]["body"])]}
+    with ReplayServer(routes) as server, count_retries() as retries:
+        assert served_context_window(server.api_base, "Qwen/Qwen3.5-9B") == 32768
+    assert retries.by_service == {"lm": 1}
+    assert len(waited) == 1
+    assert 1.0 <= waited[0] <= 2.0

@@ -1,9 +1,15 @@
-"""`clearmed eval --program clear` against a real OpenAI-compatible server: llama.cpp's (the embedded model, an
-8,192-token context) behind a proxy that throttles, then refuses the key, then lets the run finish.
+"""`clearmed eval --program clear` against a real OpenAI-compatible server: llama.cpp's (the embedded model, a
+2,048-token context) behind a proxy that throttles, then refuses the key, then lets the run finish.
 
 Real HTTP, a real chat template, real concurrency (two questions at once, their pathways in parallel): every question
-finishes clean through the 429s, the retries are counted in the summary, and no prompt overflows the context; a 401
-stops the run with one line and writes no record; with the key mended the same command resumes and finishes. Slow:
+finishes clean through the 429s, the retries are counted in the summary, and no prompt is left overflowing the context;
+a 401 stops the run with one line and writes no record; with the key mended the same command resumes and finishes.
+
+The config names no ``context_window``, as a user pointing clearmed at a server usually does (issue 37). llama-cpp-
+python's server reports none (its ``/v1/models`` lists ids only; it has no ``/props``), so the window is learned from
+its first context-length error: the verifier's prompt (four passages a pathway here) is longer than 2,048 tokens, the
+server refuses it naming its window, and the stage is refitted (counted by the server's ``/extras/tokenize/count``)
+and retried; every later prompt is fitted before it is sent. Slow:
 the server loads the 1.1 GB model and runs it on CPU (5-20 minutes on two cores). Three MedQA questions over OpenStax and
 MedQuAD when the shared data is here, else three demo questions over the demo bundle (a clean clone in CI).
 """
@@ -32,14 +38,14 @@ pytestmark = [
 
 # The shared-data setup of configs/embedded-shared.toml (OpenStax as the local corpus, MedQuAD's NIH pages as an
 # offline web search, small k and word budgets), with the LM steps an API backbone runs: generated answers and the LM
-# verifier, whose prompt is the longest. No input budget is set in [program]: the word budgets alone keep every prompt
-# under the 8,192-token window here (the largest prompt is asserted below).
+# verifier, whose prompt is the longest. No input budget is set in [program], and no window in [backbones.main]: the
+# verifier's evidence (passage_words, verifier_passages) is more than the 2,048-token window holds, so the server's
+# error teaches the window and the prompt fit does the rest (the largest prompt is asserted below).
 CONFIG = """
 [backbones.main]
 kind = "openai_compatible"
 model = "{model}"
 api_base = "{api_base}"
-context_window = 8192
 temperature = 0.0
 timeout = 900.0
 num_retries = 4
@@ -49,8 +55,8 @@ cache = false
 [program]
 local_k = 4
 dynamic_k = 4
-passage_words = 65
-verifier_passages = 2
+passage_words = 100
+verifier_passages = 4
 quality_snippet_words = 30
 json_fallback = false
 mcq_decoding = "generate"
@@ -82,9 +88,12 @@ def _has_shared_data() -> bool:
         return False
 
 
+N_CTX = 2048
+
+
 @pytest.fixture(scope="module")
 def llama_server() -> Iterator[LlamaServer]:
-    with LlamaServer(n_ctx=8192) as server:
+    with LlamaServer(n_ctx=N_CTX) as server:
         yield server
 
 
@@ -137,9 +146,16 @@ def test_clear_through_a_throttling_proxy_finishes_clean_stops_on_a_401_and_resu
     assert not [e for e in errors if e.transient or e.kind in ("lm_error", "timeout")], errors
     overflow = ("ContextWindowExceeded", "context_length", "exceed context window")
     assert not [e for e in errors if any(mark in e.message for mark in overflow)]  # no prompt overflowed the window
-    largest = max(row.prompt_tokens for r in records for row in r.decision.usage if row.role != "tool")
-    assert 0 < largest < 8192
+    rows = [row for r in records for row in r.decision.usage if row.role != "tool"]
+    largest = max(row.prompt_tokens for row in rows)
+    assert 0 < largest < N_CTX
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["evaluated"], summary["degraded"]) == (3, 0)
     assert summary["spend"]["retries"] == throttled
-    print(f"largest prompt: {largest} tokens; retries {throttled}; questions: {[r.seconds for r in records]} s")
+    refits = sum(row.refits for row in rows)
+    counted = sum(row.token_counter == "server" for row in rows)
+    dropped = sum(row.passages_dropped for row in rows)
+    print(
+        f"largest prompt: {largest} tokens; retries {throttled}; refits after an overflow {refits}; prompts counted by "
+        f"the server {counted}; passages dropped {dropped}; questions: {[r.seconds for r in records]} s"
+    )

@@ -23,6 +23,7 @@ from clearmed.backbones.scoring import (
     probe_capabilities,
     scorer_for,
 )
+from clearmed.errors import FatalServiceError
 from clearmed.testing import JsonHandler, QuietHTTPServer
 
 from .conftest import ChatTemplateError, render_as_vllm
@@ -303,11 +304,15 @@ def test_openai_compatible_scorer_refuses_non_finite_log_probabilities() -> None
 
 
 def test_openai_compatible_scorer_errors_are_one_line_without_the_key(vllm: FakeVLLM) -> None:
-    with pytest.raises(ScoringError, match="HTTP 401: Unauthorized") as raised:
+    # A refused key stops the run, as for a generated answer (issue 32 item 4): fatal, one line, no key.
+    with pytest.raises(FatalServiceError, match=r"authentication failed \(HTTP 401\): Unauthorized") as raised:
         OpenAICompatibleScorer(vllm.api_base, "m", "sk-wrong").score_next_token([], "x", ["A"])
     assert "sk-wrong" not in str(raised.value)
-    with pytest.raises(ScoringError, match="request failed"):
-        OpenAICompatibleScorer("http://127.0.0.1:9/v1", "m", KEY, timeout=2).score_next_token([], "x", ["A"])
+    assert "\n" not in str(raised.value)
+    scorer = OpenAICompatibleScorer("http://127.0.0.1:9/v1", "m", KEY, timeout=2, num_retries=0)
+    with pytest.raises(ScoringError, match="request failed") as failed:
+        scorer.score_next_token([], "x", ["A"])
+    assert failed.value.transient
 
 
 def test_scorer_for_picks_the_backend() -> None:

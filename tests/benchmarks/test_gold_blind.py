@@ -197,6 +197,19 @@ def _healthbench(tmp: Path, golds: tuple[object, object]) -> Path:
     return _jsonl(tmp / "hard.jsonl", rows)
 
 
+def _mirage(subset: str) -> Writer:
+    def write(tmp: Path, golds: tuple[object, object]) -> Path:
+        options = dict(zip("ABCD", TEXTS[:4], strict=True))
+        document = {
+            subset: {f"{i:04d}": {"question": STEM, "options": options, "answer": g} for i, g in enumerate(golds)}
+        }
+        path = tmp / "benchmark.json"
+        path.write_text(json.dumps(document))
+        return path
+
+    return write
+
+
 SINGLE_LETTERS = ("A", "C")
 SOURCES: dict[str, tuple[Writer, tuple[object, object]]] = {
     "medqa": (_medqa, SINGLE_LETTERS),
@@ -226,6 +239,10 @@ SOURCES: dict[str, tuple[Writer, tuple[object, object]]] = {
     "medrbench-treatment": (_medrbench("treatment_plan_results"), ("Zorbanil", "Rest")),
     **{name: (_healthbench, ("Take Zorbanil.", "See a doctor.")) for name in ("healthbench", "healthbench-hard")},
     "healthbench-consensus": (_healthbench, ("Rest.", "Fluids.")),
+    **{
+        f"mirage-{subset}": (_mirage(subset), SINGLE_LETTERS)
+        for subset in ("mmlu", "medqa", "medmcqa", "pubmedqa", "bioasq")
+    },
 }
 
 

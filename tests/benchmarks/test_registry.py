@@ -36,6 +36,11 @@ EXPECTED = {
     "healthbench",
     "healthbench-hard",
     "healthbench-consensus",
+    "mirage-mmlu",
+    "mirage-medqa",
+    "mirage-medmcqa",
+    "mirage-pubmedqa",
+    "mirage-bioasq",
 }
 
 
@@ -47,6 +52,7 @@ def test_registry_lists_every_benchmark_with_its_card() -> None:
     assert infos["nejm-qa"].answer_mode == "multi"
     assert infos["healthbench-hard"].answer_mode == "free_text"
     assert infos["medrbench-diagnosis"].hub_id is None
+    assert infos["mirage-medqa"].shared_file == "../mirage/benchmark.json"
     assert all(info.scoring for info in infos.values())
 
 

@@ -105,7 +105,7 @@ def test_eval_demo_then_compare(scripted, tmp_path: Path, capsys: pytest.Capture
     assert (tmp_path / "cmp" / "comparison.md").is_file()
     assert main(["compare", str(run_dir), str(run_dir), "--common"]) == 0
     shown = capsys.readouterr().out
-    assert "On the questions all runs of a benchmark share: demo 4." in shown
+    assert "On the questions clean in every run: demo 4." in shown
     label = f"{run_dir.parent.name}/run"  # the same folder name twice is qualified by its parent
     assert f"| {label} | {label} | 4 | " in shown  # the paired row: a run against itself gains and loses nothing
     assert main(["compare", str(tmp_path / "cmp")]) == 2

@@ -243,6 +243,9 @@ def fake_lucene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         def __init__(self, db_dir: Path, corpus: str) -> None:
             pass
 
+        def density(self, queries: list[str]) -> float:
+            return 0.25
+
         def close(self) -> None:
             pass
 

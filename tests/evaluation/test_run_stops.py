@@ -149,13 +149,15 @@ def test_a_stage_failing_after_its_retries_is_a_degraded_question_reported_apart
     summary = summary_of(tmp_path / "run")
     assert (summary.degraded, summary.degraded_stages) == (1, {"dynamic_answer": 1})
     assert summary.accuracy is not None
-    assert summary.accuracy_with_degraded is not None
-    assert (summary.accuracy.n, summary.accuracy.correct) == (3, 2)  # q0, q2, q3 clean: q0 and q2 right
-    assert (summary.accuracy_with_degraded.n, summary.accuracy_with_degraded.correct) == (4, 2)
+    assert summary.clean_accuracy is not None
+    # the headline is over all four, q1 (degraded) counted wrong; the clean figure (q0, q2, q3) beside it
+    assert (summary.accuracy.n, summary.accuracy.correct, summary.accuracy.counted_wrong) == (4, 2, 1)
+    assert (summary.clean_accuracy.n, summary.clean_accuracy.correct) == (3, 2)
     table = comparison_table([summary])
     assert "| degraded |" in table.splitlines()[0]
-    assert "| 4/4 | 66.7 [" in table  # the clean accuracy is the headline
-    assert "degraded ones (a stage failed after its retries) are counted apart" in table
+    assert "| 4/4 | 50.0 [" in table
+    assert "| 66.7 (3) |" in table
+    assert "degraded ones (a stage failed after its retries) counted wrong" in table
     assert "1 of 4 questions had a stage fail after its retries (by stage: dynamic_answer 1)" in details_markdown(
         [summary]
     )

@@ -125,7 +125,7 @@ def test_a_torn_last_line_is_the_same_skip(tmp_path: Path) -> None:
         assert [r.question_id for r in read_records(run_dir)] == ["q0", "q1"]
 
 
-def test_a_record_that_would_not_load_back_is_not_written_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_a_record_that_would_not_load_back_is_recorded_as_failed_and_the_run_goes_on(tmp_path: Path) -> None:
     from rich.console import Console
 
     from clearmed.signatures.records import OptionScores
@@ -146,13 +146,17 @@ def test_a_record_that_would_not_load_back_is_not_written_and_the_run_goes_on(tm
     run_dir = tmp_path / "run"
     console = Console(record=True, width=400)
     records = run_evaluation(spec(run_dir), CONFIG, with_nan, console=console, show_progress=False)  # type: ignore[arg-type]
-    assert [r.question_id for r in records] == ["q0", "q2", "q3", "q4", "q5"]  # the run went on
+    assert [r.question_id for r in records] == [f"q{i}" for i in range(6)]  # the run went on
+    failed = records[1]
+    assert failed.decision.status == "failed"  # in place of the record that would not load, saying why
+    assert failed.decision.error is not None
+    assert "would not load back" in failed.decision.error
     out = console.export_text()
     assert "q1: its record would not load back" in out
-    assert "a resume redoes the question" in out
+    assert "recorded as failed" in out
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnreadableResultWarning)  # nothing unreadable reached the file
-        assert len(list(read_records(run_dir))) == 5
+        assert len(list(read_records(run_dir))) == 6
     with pytest.raises(UnwritableRecordError, match="option_scores"):
         RunStore(run_dir).append(records[0].model_copy(update={"decision": with_nan(questions()[1]).decision}))
     # An optional probability would come back as None from JSON, silently: the Python round trip refuses it.
@@ -165,9 +169,10 @@ def test_a_record_that_would_not_load_back_is_not_written_and_the_run_goes_on(tm
     quiet_nan = decision.model_copy(update={"bundle": decision.bundle.model_copy(update={"candidates": [candidate]})})
     with pytest.raises(UnwritableRecordError, match="letter_mass"):
         RunStore(run_dir).append(records[0].model_copy(update={"decision": quiet_nan}))
-    # A resume redoes only that question.
+    # The failed question is done: a resume does not meet it again.
     resumed = run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)
     assert [r.question_id for r in resumed] == [f"q{i}" for i in range(6)]
+    assert resumed[1].decision.status == "failed"
 
 
 def test_probabilities_in_records_refuse_nan_and_infinity() -> None:

@@ -40,7 +40,7 @@ GUARD_RUN = {
 }
 AUDIT_RUN = {
     **pathway_replies("B", "B", "A"),
-    "source_quality": label_all("medium"),
+    "source_quality": label_all("high"),  # the follow-up finds one page: a high one opens the audit
     "verifier": verifier_reply("consensus", answer="B"),
     "followup_query": {"query": "hypothyroidism TSH"},
     "audit": AUDIT_ALL_TRUE,
@@ -103,7 +103,7 @@ def test_a_stricter_guard_rejects_from_the_record_alone() -> None:
 def test_a_stricter_audit_rejects_from_the_record_alone() -> None:
     decision = stored(AUDIT_RUN)
     assert decision.deciding_rule == "audit_accepted"
-    result, _ = replay_decision(decision, Thresholds(audit_min_medium=5))
+    result, _ = replay_decision(decision, Thresholds(audit_min_high=2, audit_min_medium=5))
     assert result.rule == "audit_rejected_evidence_counts"
 
 

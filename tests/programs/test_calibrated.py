@@ -140,7 +140,7 @@ def test_multi_answer_questions_always_fall_back_and_say_so() -> None:
 
 def test_a_decided_question_is_no_fallback() -> None:
     from clearmed.programs.adjudication.calibrated import calibrated_fallback
-    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, OptionScores, Question
+    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, OptionScores, Question, Thresholds
 
     question = Question(id="q", text="Which?", options={"A": "a", "B": "b"})
     scored = Candidate(
@@ -148,7 +148,55 @@ def test_a_decided_question_is_no_fallback() -> None:
         answer=Answer(letters=("A",)),
         option_scores=OptionScores(probs={"A": 0.7, "B": 0.3}, letters=("A",)),
     )
-    assert calibrated_fallback(EvidenceBundle(question=question, candidates=[scored])) is None
+    assert calibrated_fallback(EvidenceBundle(question=question, candidates=[scored]), Thresholds()) is None
     free = Question(id="f", text="What causes it?", answer_mode="free_text")
     generated = Candidate(pathway="parametric", answer=Answer(text="iodine deficiency"))
-    assert calibrated_fallback(EvidenceBundle(question=free, candidates=[generated])) == "free_text"
+    assert calibrated_fallback(EvidenceBundle(question=free, candidates=[generated]), Thresholds()) == "free_text"
+
+
+def test_a_pool_whose_weights_sum_to_zero_falls_back_never_to_a_letter_position() -> None:
+    from clearmed.programs.adjudication.calibrated import calibrated_fallback, calibrated_verify
+    from clearmed.programs.assessors.agreement import letter_agreement
+    from clearmed.signatures.records import Answer, Candidate, EvidenceBundle, OptionScores, Question, Thresholds
+
+    # The shipped weights: only the parametric pathway counts. Its scoring pass failed (it generated C), so the
+    # local and dynamic distributions, both for B, are all that is left to pool, at weight 0.
+    shipped = Thresholds(
+        calibrated_parametric_weight=0.865,
+        calibrated_local_weight=0.0,
+        calibrated_dynamic_weight=0.0,
+        calibrated_high_weight=0.0,
+    )
+    question = Question(id="q", text="Which?", options={"A": "a", "B": "b", "C": "c", "D": "d"})
+    for_b = OptionScores(probs={"A": 0.05, "B": 0.85, "C": 0.05, "D": 0.05}, letters=("B",))
+    candidates = [
+        Candidate(pathway="parametric", answer=Answer(letters=("C",))),
+        Candidate(pathway="local", answer=Answer(letters=("B",)), option_scores=for_b),
+        Candidate(pathway="dynamic", answer=Answer(letters=("B",)), option_scores=for_b),
+    ]
+    bundle = EvidenceBundle(question=question, candidates=candidates)
+    assert calibrated_fallback(bundle, shipped) == "nothing_to_pool"
+    # Before: a uniform pool, whose first maximum is letter A, read as the verifier's answer.
+    assert calibrated_verify(bundle, letter_agreement(bundle), shipped) is None
+    assert calibrated_fallback(bundle, Thresholds()) is None  # with weight on them, they pool
+
+
+def test_the_program_records_a_zero_weight_pool_as_nothing_to_pool() -> None:
+    from clearmed.programs.adjudication.calibrated import CalibratedFallbackWarning
+    from clearmed.signatures.records import Thresholds
+    from clearmed.testing import QUESTION, SCORED_CALIBRATED, build_toy_program, label_all, pathway_replies
+
+    shipped = Thresholds(calibrated_parametric_weight=0.865, calibrated_local_weight=0.0, calibrated_dynamic_weight=0.0)
+    # The parametric pathway has no distribution: its scoring pass fails and it generates its letter (C).
+    scores = {stage: {"A": 0.05, "B": 0.85, "C": 0.05, "D": 0.05} for stage in ("local_answer", "dynamic_answer")}
+    program, _, _ = build_toy_program(
+        {**pathway_replies("C", "B", "B"), "source_quality": label_all("high")},
+        settings=SCORED_CALIBRATED,
+        scores=scores,
+        thresholds=shipped,
+    )
+    with pytest.warns(CalibratedFallbackWarning):
+        decision = program(question=QUESTION).decision
+    (output,) = decision.verifier_outputs
+    assert (output.mode, output.calibrated_fallback) == ("heuristic", "nothing_to_pool")
+    assert decision.letters == ("B",)  # local and dynamic agree; before: the pool's first letter decided

@@ -10,6 +10,7 @@ from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage
 from clearmed.signatures.records import Decision, Question, Thresholds
 from clearmed.testing import (
+    FOLLOWUP_WEB,
     GUARD_ALL_TRUE,
     QUESTION,
     WEB,
@@ -193,6 +194,8 @@ def test_audit_accepts_a_clearly_supported_challenge() -> None:
                 "clearly_supports_challenger": "yes",
                 "aligned_with_question": "true",
                 "supports_exact_option": "True",
+                "default_not_better_supported": "true",
+                "no_unresolved_conflict": "yes",
             },
         }
     )
@@ -219,6 +222,8 @@ def test_audit_rejected_on_evidence_counts_makes_no_audit_call() -> None:
 
 
 def test_audit_two_medium_sources_suffice_to_consider_the_challenge() -> None:
+    # Two pages only the follow-up finds: the audit counts its own follow-up's sources.
+    second = web_passage("p4", "https://www.thyroid.org/hypo", "Hypothyroidism | ATA", "a high TSH, low free T4")
     program, engine, _ = build_toy_program(
         {
             **pathway_replies("B", "B", "A"),
@@ -231,7 +236,8 @@ def test_audit_two_medium_sources_suffice_to_consider_the_challenge() -> None:
                 "aligned_with_question": True,
                 "supports_exact_option": True,
             },
-        }
+        },
+        web=InMemoryWebSearch([*WEB, *FOLLOWUP_WEB, second]),
     )
     decision = decide(program)
     assert decision.deciding_rule == "audit_rejected_not_clearly_supported"
@@ -368,7 +374,8 @@ def test_failed_local_pathway_is_recorded_and_the_question_still_decided() -> No
         name = "broken"
 
         def retrieve(self, query: str, k: int) -> list:
-            raise EvidenceError("index file is corrupt", kind="index", backend="broken")
+            # kind "other": a corrupt index (kind "index") stops the run instead (tests/reliability/test_faults.py)
+            raise EvidenceError("index file is corrupt", kind="other", backend="broken")
 
     program, engine, _ = build_toy_program(
         {

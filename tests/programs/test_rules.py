@@ -98,7 +98,9 @@ def test_heuristic_verifier_without_more_search_never_asks_for_it() -> None:
     [
         (("A", "A", "B"), "accept_dynamic", True),  # dynamic against the parametric-local consensus
         (("A", "B", "C"), "accept_dynamic", True),  # all three differ
-        (("A", None, "C"), "accept_dynamic", True),  # dynamic against the only other answer
+        # The local pathway failed: the CLEAR code guards only the two cases A.2 names, so accept_dynamic stands.
+        (("A", None, "C"), "accept_dynamic", False),
+        ((None, "A", "C"), "accept_dynamic", False),
         (("A", "B", "B"), "accept_dynamic", False),  # local backs dynamic: no conflict to guard
         (("B", "A", "B"), "accept_dynamic", False),
         (("A", "A", "B"), "keep_local", False),  # the verifier did not propose an override
@@ -163,12 +165,27 @@ def test_audit_evidence_counts(high: int, medium: int, considered: bool) -> None
 
 
 @pytest.mark.parametrize(
-    ("clear", "aligned", "exact", "accepted"),
-    [(True, True, True, True), (False, True, True, False), (True, False, True, False), (True, True, False, False)],
+    ("clear", "aligned", "exact", "not_better", "resolved", "accepted"),
+    [
+        (True, True, True, True, True, True),
+        (False, True, True, True, True, False),
+        (True, False, True, True, True, False),
+        (True, True, False, True, True, False),
+        # the CLEAR code's two further conditions (`_allow_online_challenge_override`)
+        (True, True, True, False, True, False),  # default_not_best
+        (True, True, True, True, False, False),  # unresolved_conflict
+        (True, True, True, None, None, False),  # recorded before they were asked: no acceptance
+    ],
 )
-def test_audit_accepts(clear: bool, aligned: bool, exact: bool, accepted: bool) -> None:
+def test_audit_accepts(
+    clear: bool, aligned: bool, exact: bool, not_better: bool | None, resolved: bool | None, accepted: bool
+) -> None:
     assessment = AuditAssessment(
-        clearly_supports_challenger=clear, aligned_with_question=aligned, supports_exact_option=exact
+        clearly_supports_challenger=clear,
+        aligned_with_question=aligned,
+        supports_exact_option=exact,
+        default_not_better_supported=not_better,
+        no_unresolved_conflict=resolved,
     )
     assert rules.audit_accepts(assessment) is accepted
 

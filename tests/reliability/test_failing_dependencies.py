@@ -322,7 +322,7 @@ TAVILY_RESULTS = {
         ("429 rate limit", 429, {"detail": {"error": "Too many requests"}}, 0.0, "rate_limit"),
         ("500 server error", 500, {"detail": {"error": "boom"}}, 0.0, "server"),
         ("timeout", 200, TAVILY_RESULTS, 1.5, "timeout"),
-        ("body is not JSON", 200, None, 0.0, "bad_response"),
+        ("body is not JSON", 200, None, 0.0, "malformed"),  # retried, then degraded: the next body may be JSON
         ("empty results", 200, {"results": []}, 0.0, "found nothing"),
     ],
 )
@@ -346,6 +346,7 @@ def test_web_search_failures_leave_a_decision_with_the_failure_in_its_trail(
         assert dynamic.error is not None
         assert dynamic.error.kind == "search_error"
         assert expect in dynamic.error.message
+        assert dynamic.error.transient is (expect != "found nothing")  # degraded and redone, or a clean answer
 
 
 @pytest.mark.parametrize(
@@ -467,19 +468,17 @@ def test_corrupt_index_is_a_clear_error(reliability, tmp_path: Path, damage: str
         assert str(directory) in str(info.value)
 
 
-def test_index_corrupted_under_a_running_program_is_recorded(reliability, tmp_path: Path) -> None:
-    with reliability.case(CATEGORY, "local index passages corrupted while in use"):
+def test_an_index_corrupted_under_a_running_program_stops_the_run(reliability, tmp_path: Path) -> None:
+    with reliability.case(CATEGORY, "local index passages corrupted while in use: the run stops, one line"):
         directory = built_index(tmp_path)
         retriever = BM25sRetriever.load(directory)
         passages = directory / "passages.jsonl"
         passages.write_bytes(b"\x00" * passages.stat().st_size)
         program, _, _ = build_toy_program(HAPPY, retriever=retriever)
-        decision = decide(program)
-        local = decision.bundle.candidate("local")
-        assert local.error is not None
-        assert local.error.kind == "retrieval_error"
-        assert "corrupt" in local.error.message
-        assert decision.status == "answered"
+        # Every later question would meet the same index: not an answer without the local pathway.
+        with pytest.raises(FatalServiceError, match=r"local index: unusable: .*corrupt") as info:
+            program(question=QUESTION)
+        assert "\n" not in str(info.value)
 
 
 def test_cli_ask_with_a_corrupt_index_is_one_clear_line(
@@ -516,20 +515,37 @@ def test_corrupt_search_cache_is_a_clear_error(reliability, tmp_path: Path) -> N
         assert info.value.kind == "cache"
 
 
-def test_search_cache_corrupted_mid_run_is_recorded(reliability, tmp_path: Path) -> None:
-    with reliability.case(CATEGORY, "search cache row corrupted mid-run"):
+def test_a_search_cache_row_damaged_mid_run_is_dropped_and_searched_again(reliability, tmp_path: Path) -> None:
+    with reliability.case(CATEGORY, "search cache row corrupted mid-run: dropped, refetched, warned"):
+        from clearmed.retrieval.cache import DamagedCacheEntryWarning
+
         path = tmp_path / "cache.sqlite"
         cache = CachedWebSearch(InMemoryWebSearch(WEB), path)
         program, _, _ = build_toy_program(HAPPY, web=cache)
-        decide(program)  # records the search
+        first = decide(program)  # records the search
         with sqlite3.connect(path) as conn:
             conn.execute("UPDATE searches SET passages = '{broken'")
-        decision = decide(program)
+        with pytest.warns(DamagedCacheEntryWarning, match="dropped and searched again"):
+            decision = decide(program)
         dynamic = decision.bundle.candidate("dynamic")
-        assert dynamic.error is not None
-        assert "unreadable" in dynamic.error.message
-        assert decision.status == "answered"
+        assert dynamic.error is None
+        assert decision.bundle.dynamic_passages == first.bundle.dynamic_passages
+        assert decision.letters == ("A",)
         cache.close()
+
+
+def test_a_search_cache_that_turns_corrupt_mid_run_stops_the_run(reliability, tmp_path: Path) -> None:
+    with reliability.case(CATEGORY, "search cache file corrupted mid-run: the run stops, one line"):
+        path = tmp_path / "cache.sqlite"
+        cache = CachedWebSearch(InMemoryWebSearch(WEB), path)
+        program, _, _ = build_toy_program(HAPPY, web=cache)
+        decide(program)
+        cache.close()  # the next search opens the file anew, and finds it overwritten
+        path.write_bytes(b"this is not a database" * 200)
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        with pytest.raises(FatalServiceError, match="corrupt"):
+            program(question=QUESTION)
 
 
 def test_locked_search_cache_is_recorded(reliability, tmp_path: Path) -> None:
@@ -550,6 +566,7 @@ def test_locked_search_cache_is_recorded(reliability, tmp_path: Path) -> None:
         dynamic = decision.bundle.candidate("dynamic")
         assert dynamic.error is not None
         assert "locked" in dynamic.error.message
+        assert dynamic.error.transient  # degraded, and redone on resume: never a clean answer without the search
         assert decision.status == "answered"
         assert decision.letters == ("A",)
 

@@ -57,5 +57,20 @@ def test_the_table_reports_refusals_in_their_row(bench: ModuleType, capsys: pyte
         ]
     )
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2].startswith("| lucene | 5,000,000 | 2 | 1500.0 | - |")
+    assert lines[2].startswith("| lucene | 5,000,000 | - | 2 | 1500.0 | - |")
     assert lines[3].startswith("| bm25s | 5,000,000 | refused: corpus 'synth'")
+
+
+def test_each_search_pool_gets_a_line_and_p_threads_the_speedup(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools = [
+        {"search_threads": 1, "p50_ms": 80.0, "p95_ms": 130.0, "cpu_p50_ms": 79.0, "cpu_p95_ms": 128.0},
+        {"search_threads": 2, "p50_ms": 45.0, "p95_ms": 75.0, "cpu_p50_ms": 88.0, "cpu_p95_ms": 140.0},
+    ]
+    row = {"engine": "lucene", "passages": 1_000_000, "shards": 2, "segments": 9, "slices": 4, "speedup": 1.78}
+    bench.print_table([{**row, "density": 7.5, "demo_density": 3.2, "pools": pools}], header=False)
+    one, two = capsys.readouterr().out.splitlines()
+    assert one.startswith("| lucene | 1,000,000 | 2 |")
+    assert "| 1 | 80.0 | 130.0 | 79.0 | 128.0 | - | 9 / 4 | 7.5 | 3.2 |" in one
+    assert "| 2 | 45.0 | 75.0 | 88.0 | 140.0 | 1.78 | 9 / 4 | 7.5 | 3.2 |" in two

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from clearmed.retrieval.base import EvidenceError, WebSearch
-from clearmed.retrieval.cache import CachedWebSearch
+from clearmed.retrieval.cache import CachedWebSearch, DamagedCacheEntryWarning
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage
 
 PAGES = [
@@ -104,21 +104,47 @@ def test_locked_database(tmp_path: Path) -> None:
     try:
         with pytest.raises(EvidenceError, match="locked") as info:
             cache.search("measles", 8)
-        assert info.value.kind == "cache"
+        assert info.value.kind == "busy"  # transient: the question is degraded, not answered without search
     finally:
         blocker.rollback()
         blocker.close()
     assert cache.search("measles", 8)
 
 
-def test_unreadable_stored_row(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ['[{"id": 1}]', "{broken"])
+def test_an_unreadable_stored_row_is_dropped_refetched_and_warned_about(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "c.sqlite"
-    cache = CachedWebSearch(Counting(PAGES), path, "record")
-    cache.search("measles", 8)
+    inner = Counting(PAGES)
+    cache = CachedWebSearch(inner, path, "record")
+    first = cache.search("measles", 8)
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE searches SET passages = '[{\"id\": 1}]'")
-    with pytest.raises(EvidenceError, match="unreadable"):
-        cache.search("measles", 8)
+        conn.execute("UPDATE searches SET passages = ?", (damage,))
+    with pytest.warns(DamagedCacheEntryWarning, match="unreadable.*dropped and searched again"):
+        again = cache.search("measles", 8)
+    assert again == first
+    assert cache.search("other measles", 8) is not None  # later searches are unaffected
+    assert cache.search("measles", 8) == first  # stored anew: served from the cache, no warning
+    assert cache.misses == 3
+
+
+def test_an_unreadable_row_in_replay_mode_is_a_recorded_miss(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    CachedWebSearch(Counting(PAGES), path, "record").search("measles", 8)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE searches SET passages = '{broken'")
+    with pytest.raises(EvidenceError, match="unreadable") as info:
+        CachedWebSearch(Counting(PAGES), path, "replay").search("measles", 8)
+    assert info.value.kind == "cache_miss"
+
+
+def test_connections_are_pooled_not_kept_per_thread(tmp_path: Path) -> None:
+    cache = CachedWebSearch(Counting(PAGES), tmp_path / "c.sqlite", "record")
+    for n in range(40):  # forty short-lived threads, one search each: one connection serves them all
+        thread = threading.Thread(target=cache.search, args=(f"measles {n}", 8))
+        thread.start()
+        thread.join()
+    assert cache.open_connections == 1
+    cache.close()
 
 
 def test_threads_share_the_cache(tmp_path: Path) -> None:

@@ -171,7 +171,8 @@ def test_medrags_hub_ids_and_index_folder_are_the_defaults() -> None:
     assert MEDCPT_QUERY_ENCODER == "ncbi/MedCPT-Query-Encoder"
     assert medcpt_index_dir(Path("/db"), "pubmed") == Path("/db/pubmed/index/ncbi/MedCPT-Article-Encoder")
     assert Path("index/ncbi/MedCPT-Article-Encoder") == INDEX_SUBDIR
-    assert (QUERY_MAX_TOKENS, ARTICLE_MAX_TOKENS) == (64, 512)
+    # MedRAG's query length (sentence-transformers' default), not the model card's 64; articles at 512 in both.
+    assert (QUERY_MAX_TOKENS, ARTICLE_MAX_TOKENS, config.query_max_tokens) == (512, 512, 512)
 
 
 @needs_extra
@@ -194,9 +195,19 @@ def test_a_query_is_the_cls_vector_of_the_query_encoder(encoders: MedCPTConfig) 
 
 
 @needs_extra
-def test_a_query_is_cut_at_64_tokens(encoders: MedCPTConfig) -> None:
+def test_a_query_is_read_whole_up_to_512_tokens_as_medrag_reads_it(encoders: MedCPTConfig) -> None:
     words = [WORDS[i % len(WORDS)] for i in range(100)]  # one WordPiece token per word
+    whole = cls_of(encoders.query_encoder, [" ".join(words)], truncate=False)
+    # Before: cut at 64 tokens, so a vignette's last sentence (the question) never reached the encoder.
+    assert MedCPTConfig().query_max_tokens == 512
     vector = MedCPTQueryEncoder(encoders.query_encoder).encode(" ".join(words))
+    np.testing.assert_allclose(vector, whole, rtol=1e-5, atol=1e-6)
+
+
+@needs_extra
+def test_a_query_is_cut_at_64_tokens_as_the_model_card_says_when_asked(encoders: MedCPTConfig) -> None:
+    words = [WORDS[i % len(WORDS)] for i in range(100)]  # one WordPiece token per word
+    vector = MedCPTQueryEncoder(encoders.query_encoder, max_tokens=64).encode(" ".join(words))
 
     # [CLS] + 62 words + [SEP] = 64 tokens: the same vector as the first 62 words alone...
     np.testing.assert_allclose(vector, cls_of(encoders.query_encoder, [" ".join(words[:62])]), rtol=1e-5, atol=1e-6)
@@ -262,6 +273,9 @@ def test_retrieval_returns_the_snippet_with_corpus_and_chunk_id(tmp_path: Path, 
 
     [retriever] = open_medcpt(tmp_path, ["textbooks"], encoders)
     hits = retriever.retrieve(query, 3)
+    assert retriever.encoder.max_tokens == 512
+    [card] = open_medcpt(tmp_path, ["textbooks"], encoders.model_copy(update={"query_max_tokens": 64}))
+    assert card.encoder.max_tokens == 64  # `[corpus.medcpt] query_max_tokens` reaches the encoder
 
     top = hits[0]
     assert top.id == "Pharmacology_Katzung_0"

@@ -21,7 +21,7 @@ from clearmed import assemble
 from clearmed.cli import main
 from clearmed.commands import doctor
 from clearmed.config import parse_config
-from clearmed.retrieval import lucene
+from clearmed.retrieval import lucene, medrag_layout
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.factory import build_lucene_indexes, build_retriever
@@ -50,7 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # needed): "textbooks" holds the even passages and two about zinc transporters, "statpearls" the odd ones, each
 # ending with a sentence that names zinc transporters too. For the query "zinc transporter protein" textbooks'
 # two hits score high (the terms are rare there) and every statpearls hit scores near zero (the terms are in all
-# its snippets): CLEAR's raw-score merge takes textbooks' head, MedRAG's RRF alternates between the corpora.
+# its snippets): the raw-score merge (CLEAR's, MedRAG's) takes textbooks' head, "interleave" alternates.
 ZINC_QUERY = "zinc transporter protein"
 ZINC_DOCS = [
     ("Zinc transporters", "The zinc transporter protein ZIP4 carries zinc into enterocytes; its loss causes "
@@ -366,7 +366,7 @@ def test_each_corpus_is_asked_for_max_4k_32_then_merged_to_k() -> None:
     assert big.asked == small.asked == [32]
     retriever.retrieve("q", 16)
     assert big.asked[-1] == 64
-    retriever.merge = "rrf"
+    retriever.merge = "interleave"
     assert [p.provenance.doc_id for p in retriever.retrieve("q", 2)] == ["textbooks_0", "statpearls_0"]
 
 
@@ -397,9 +397,9 @@ def test_two_corpora_give_passages_from_both_with_corpus_and_chunk_ids(medrag_db
     assert "levothyroxine" in hits[0].text.lower()
 
 
-def test_clear_merge_and_medrag_rrf_rank_the_real_corpora_differently(medrag_db: Path) -> None:
+def test_the_score_merge_and_interleave_rank_the_real_corpora_differently(medrag_db: Path) -> None:
     by_score = build_retriever(lucene_config(medrag_db)).retrieve(ZINC_QUERY, 2)
-    fused = build_retriever(lucene_config(medrag_db, merge="rrf")).retrieve(ZINC_QUERY, 2)
+    fused = build_retriever(lucene_config(medrag_db, merge="interleave")).retrieve(ZINC_QUERY, 2)
     assert [hit.provenance.corpus for hit in by_score] == ["textbooks", "textbooks"]
     assert [hit.provenance.corpus for hit in fused] == ["textbooks", "statpearls"]
     assert by_score[0].id == fused[0].id == "Demo_Book_B_17"
@@ -428,6 +428,23 @@ def test_half_built_index_is_rebuilt_not_used(medrag_db: Path, tmp_path: Path) -
     assert not index.with_name("bm25.partial").exists()
     assert retriever.retrieve(ZINC_QUERY, 1)[0].id == "Demo_Book_B_17"
     assert build_lucene_indexes(cfg) == {}  # complete now: kept
+
+
+def test_index_build_writes_the_line_offsets_an_index_built_by_medrag_lacks(
+    medrag_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(medrag_db / "textbooks", tmp_path / "textbooks")
+    offsets = tmp_path / "textbooks" / "index" / "offsets"
+    assert not offsets.exists()  # MedRAG's command wrote the index: no offsets, a cold query would scan
+    assert main(["index", "build", "--backend", "lucene", "--db-dir", str(tmp_path), "--corpus", "textbooks"]) == 0
+    assert "is complete, kept" in capsys.readouterr().out
+    assert sorted(path.name for path in offsets.iterdir()) == ["Demo_Book_A.offsets", "Demo_Book_B.offsets"]
+
+    def no_scan(path: Path, *, backend: str) -> object:
+        raise AssertionError(f"scanned {path}")
+
+    monkeypatch.setattr(medrag_layout, "line_offsets", no_scan)
+    assert LuceneCorpus(tmp_path, "textbooks").search(ZINC_QUERY, 1)[0].id == "Demo_Book_B_17"
 
 
 def test_chunks_without_contents_are_refused_not_indexed_empty(lucene_ready: None, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Hit merging: CLEAR's raw-score merge over corpora and MedRAG's reciprocal rank fusion rank differently."""
+"""Hit merging: the raw-score merge over corpora (CLEAR's and MedRAG's), the corpora in turn, and MedRAG's reciprocal
+rank fusion across retrievers."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def hit(corpus: str, doc_id: str, score: float, rank: int) -> Passage:
 
 
 # A corpus whose rare query terms give large BM25 scores, and one where the same terms are everywhere (small
-# scores): the raw-score merge takes the first corpus's whole head, RRF alternates between the two.
+# scores): the raw-score merge takes the first corpus's whole head; taking them in turn (what RRF over one
+# retriever's corpora comes to) alternates between the two.
 TEXTBOOKS = [hit("textbooks", "Gray_0", 9.0, 1), hit("textbooks", "Gray_1", 8.0, 2), hit("textbooks", "Gray_2", 7.0, 3)]
 STATPEARLS = [hit("statpearls", "article-1_0", 0.9, 1), hit("statpearls", "article-2_0", 0.8, 2)]
 
@@ -48,8 +50,20 @@ def test_score_merge_and_rrf_rank_the_same_hits_differently() -> None:
     assert [p.provenance.score for p in by_score] == [9.0, 8.0, 7.0]
     assert [p.provenance.rank for p in fused] == [1, 2, 3]
     assert fused[0].provenance.score == round(1 / (MEDRAG_RRF_K + 1), 6)
-    assert merge_hits([TEXTBOOKS, STATPEARLS], 3, "rrf") == fused
     assert merge_hits([TEXTBOOKS, STATPEARLS], 3) == by_score
+    in_turn = merge_hits([TEXTBOOKS, STATPEARLS], 3, "interleave")
+    assert ids(in_turn) == ids(fused)  # RRF over corpora is the corpora in turn ...
+    assert [p.provenance.score for p in in_turn] == [9.0, 0.9, 8.0]  # ... and the merge named so keeps raw scores
+
+
+def test_the_corpus_merge_is_named_for_what_it_is() -> None:
+    from clearmed.retrieval.config import CorpusConfig
+
+    lucene = {"backend": "lucene", "db_dir": "/d", "corpora": ["textbooks"]}
+    assert CorpusConfig.model_validate({**lucene, "merge": "interleave"}).merge == "interleave"
+    # Before: merge = "rrf", described as MedRAG's fusion; MedRAG merges the corpora of one retriever by score.
+    with pytest.raises(ValueError, match='"rrf" is now "interleave"'):
+        CorpusConfig.model_validate({**lucene, "merge": "rrf"})
 
 
 def test_rrf_sums_over_rankings_holding_the_same_document() -> None:

@@ -236,7 +236,7 @@ def test_no_key_fails_before_any_request(
         ("500", "server", "HTTP 500.*after 3 retries", 4),
         ("502", "server", "HTTP 502", 4),
         ("404", "other", "HTTP 404", 1),
-        ("malformed", "bad_response", "not valid JSON", 1),
+        ("malformed", "malformed", "not valid JSON.*after 3 retries", 4),
         ("no_results", "bad_response", None, 1),
         ("results_not_list", "bad_response", "no 'results' list", 1),
         ("all_bad", "bad_response", "none had a URL", 1),

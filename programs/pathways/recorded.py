@@ -1,0 +1,47 @@
+"""A pathway whose answers were recorded by an earlier run: it hands back the recorded candidate and calls no LM.
+
+Put in the place of a live pathway (`CLEAR.parametric`, `.local`, `.dynamic`, or a baseline's `.pathway`), it lets
+CLEAR adjudicate answers that MIRAGE, the CLEAR authors' code or an earlier clearmed run recorded, while the
+adjudication itself (verifier, follow-up search, guard, audit, format gate) runs live. `AbsentPathway` is a pathway
+left out by choice: its candidate says so (`not_run`), which is neither a failure nor a degraded stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import dspy
+
+from clearmed.programs.lm.results import PathwayResult
+from clearmed.signatures.records import Candidate, PathwayName, Question, StepError
+
+
+class RecordedAnswers(dspy.Module):
+    """The recorded candidate of one pathway for each question id, from `source` (a folder, for the trail)."""
+
+    def __init__(self, pathway: PathwayName, candidates: Mapping[str, Candidate], source: str) -> None:
+        super().__init__()
+        self.pathway_name = pathway
+        self.candidates = dict(candidates)
+        self.source = source
+
+    def forward(self, question: Question) -> PathwayResult:
+        candidate = self.candidates.get(question.id)
+        if candidate is None:
+            error = StepError(
+                stage=self.pathway_name, kind="parse_error", message=f"no recorded answer in {self.source}"
+            )
+            candidate = Candidate(pathway=self.pathway_name, error=error)
+        return PathwayResult(candidate=candidate)
+
+
+class AbsentPathway(dspy.Module):
+    """A pathway not run, by the user's choice."""
+
+    def __init__(self, pathway: PathwayName) -> None:
+        super().__init__()
+        self.pathway_name = pathway
+
+    def forward(self, question: Question) -> PathwayResult:
+        error = StepError(stage=self.pathway_name, kind="not_run", message="not run (absent by choice)")
+        return PathwayResult(candidate=Candidate(pathway=self.pathway_name, error=error))

@@ -1,0 +1,41 @@
+"""A program's results and the program itself can be saved with DSPy's own tools (issue 31, item 9)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+
+from clearmed.programs.lm.shared import Shared
+from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
+
+SCRIPT = {
+    **pathway_replies("A", "A", "A"),
+    "source_quality": label_all("high"),
+    "verifier": verifier_reply("consensus"),
+}
+
+
+def test_evaluate_saves_its_results_as_json(tmp_path: Path) -> None:
+    program, _, _ = build_toy_program(SCRIPT)
+    examples = [dspy.Example(question=QUESTION, gold="A").with_inputs("question")]
+    assert any(p.provenance.published for p in program(question=QUESTION).decision.bundle.dynamic_passages)
+    out = tmp_path / "results.json"
+    evaluate = dspy.Evaluate(
+        devset=examples, metric=lambda *args: 1.0, save_as_json=str(out), num_threads=1, display_progress=False
+    )
+    evaluate(program)  # before: TypeError, a web page's `published` date is not JSON serializable
+    (row,) = json.loads(out.read_text())
+    pages = row["decision"]["bundle"]["dynamic_passages"]
+    assert "2024-05-01" in {page["provenance"]["published"] for page in pages}
+
+
+def test_a_whole_program_saves_and_loads_without_its_backends(tmp_path: Path) -> None:
+    program, _, _ = build_toy_program(SCRIPT)
+    program.save(str(tmp_path / "program"), save_program=True)  # before: cannot pickle '_thread.lock'
+    loaded = dspy.load(str(tmp_path / "program"), allow_pickle=True)
+    assert [name for name, _ in loaded.named_predictors()] == [name for name, _ in program.named_predictors()]
+    backends = [value for value in vars(loaded.local).values() if isinstance(value, Shared)]
+    assert backends
+    assert all(shared.value is None for shared in backends)  # an index or search client belongs to a run
