@@ -67,37 +67,24 @@ def adjudicate(
 
 def _unanimous(p: Proceedings) -> Adjudicated:
     """The optional fast path: all three pathways agree, so the verifier is skipped."""
-    answer = p.bundle.candidate("parametric").answer
-    consensus = route_for("agreement")
-    p.steps.append(
-        AdjudicationStep(
-            mechanism="agreement",
-            rule="unanimity_fast_path",
-            answer=answer,
-            route=consensus,
-            outcome="all three pathways agree; verifier skipped",
-        )
-    )
-    return p.conclude(answer, consensus, "all three pathways agree", "high", "unanimity_fast_path")
+    return _agreed(p, "unanimity_fast_path", "all three pathways agree")
 
 
 def _run_pathways_agree(p: Proceedings) -> Adjudicated:
     """Pathways were left out by choice (recorded runs: `--pathway dynamic=absent`) and every one that ran answered
     alike. No route can then give another answer: keep and consensus routes name the same one, accept_dynamic has no
     dynamic answer to back it, and the guard and the audit need a dynamic challenger. So no LM is asked."""
+    ran = ", ".join(c.pathway for c in p.bundle.candidates if c.answer is not None)
+    return _agreed(p, "run_pathways_agree", "every pathway run agrees", f"{ran}; the others were left out")
+
+
+def _agreed(p: Proceedings, rule: RuleId, rationale: str, detail: str = "") -> Adjudicated:
+    """Conclude on the answer the pathways agree on, as consensus, with the verifier skipped."""
     answer = next(c.answer for c in p.bundle.candidates if c.answer is not None)
     consensus = route_for("agreement")
-    ran = ", ".join(c.pathway for c in p.bundle.candidates if c.answer is not None)
-    p.steps.append(
-        AdjudicationStep(
-            mechanism="agreement",
-            rule="run_pathways_agree",
-            answer=answer,
-            route=consensus,
-            outcome=f"every pathway run agrees ({ran}; the others were left out); verifier skipped",
-        )
-    )
-    return p.conclude(answer, consensus, "every pathway run agrees", "high", "run_pathways_agree")
+    outcome = f"{rationale} ({detail}); verifier skipped" if detail else f"{rationale}; verifier skipped"
+    p.steps.append(AdjudicationStep(mechanism="agreement", rule=rule, answer=answer, route=consensus, outcome=outcome))
+    return p.conclude(answer, consensus, rationale, "high", rule)
 
 
 def _verify_with_followups(p: Proceedings) -> tuple[VerifierOutput, RuleId]:
