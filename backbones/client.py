@@ -9,7 +9,7 @@ DSPy's LM does the calling, caching, retrying (with clearmed's wait: `backbones.
 2. **Room to think.** For a backbone that thinks (`BackboneConfig.min_output_tokens`), a call's ``max_tokens`` is
    raised to that floor: a stage's small cap would otherwise be spent on the thought and the answer cut off.
 3. **Fatal errors stop.** An authentication, billing/quota or missing-model error is raised as
-   `clearmed.errors.FatalServiceError`, with the DSPy error as its cause.
+   `clearmed.core.errors.FatalServiceError`, with the DSPy error as its cause.
 4. **One failure policy** (`backbones.failures`). Clearmed, not DSPy, retries: a transient failure (a rate limit, a
    server error, a timeout, a dropped connection, a 200 whose body is no reply) is retried ``num_retries`` times with
    clearmed's wait (`retry_wait.lm_retry_delay`, counted), then raised as it came; a context overflow is raised at once
@@ -43,8 +43,8 @@ from clearmed.backbones.failures import as_overflow, classify
 from clearmed.backbones.reasoning import record_thinking, split_thinking
 from clearmed.backbones.retry_wait import lm_retry_delay
 from clearmed.backbones.token_count import ServerTokenCounter
-from clearmed.errors import FatalCause, FatalServiceError
-from clearmed.retries import DeadlineExceeded, RetriesCut, bounded_call, pause, retries_cut
+from clearmed.core.errors import FatalCause, FatalServiceError
+from clearmed.core.retries import DeadlineExceeded, RetriesCut, bounded_call, pause, retries_cut
 
 __all__ = ["ClearmedLM", "fatal_lm_error", "strip_thinking"]
 

@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 import requests
 
 from clearmed.backbones.config import BackboneConfig
-from clearmed.retries import backoff_delay, note_retry, pause, retry_hint_s
+from clearmed.core.retries import backoff_delay, note_retry, pause, retry_hint_s
 
 __all__ = [
     "Window",

@@ -30,7 +30,7 @@ from clearmed.backbones.llama_runtime import (
     get_shared_model,
     load_llama,
 )
-from clearmed.backbones.scoring import NextTokenScores, ScoringError, candidate_logprobs, log_softmax, spellings
+from clearmed.backbones.logprobs import NextTokenScores, ScoringError, candidate_logprobs, log_softmax, spellings
 
 __all__ = ["AsyncLlamaCppEngine", "EngineStats", "LlamaCppEngine"]
 
@@ -122,7 +122,7 @@ class LlamaCppEngine:
         """Log-probabilities of each candidate as the next token after the chat and ``assistant_prefix``.
 
         One forward pass over the prompt's new tokens (the shared KV prefix is reused), no sampling: see
-        `clearmed.backbones.scoring`. Each candidate sums its `spellings` that are one token ("Yes", " yes" ...);
+        `clearmed.backbones.logprobs`. Each candidate sums its `spellings` that are one token ("Yes", " yes" ...);
         a spelling the tokenizer splits is left out, since its first piece ("Y", a bare space) is not the word.
         """
         shared = self.load()

@@ -1,7 +1,7 @@
 """One failure policy for every LM call: each failure is transient, fatal, an overflow, or deterministic.
 
 - **transient**: a rate limit, a server error, a timeout, a dropped connection, or a 200 whose body is not a reply (a
-  truncated JSON body, a proxy's HTML page). Retried with clearmed's backoff (`clearmed.retries`); still failing after
+  truncated JSON body, a proxy's HTML page). Retried with clearmed's backoff (`clearmed.core.retries`); still failing after
   the retries, the step is recorded as transient and the question is degraded, then redone on resume from the caches.
 - **fatal**: a refused key, an exhausted balance, a missing model (`backbones.client.fatal_lm_error`). The run stops
   with one line.
@@ -39,7 +39,7 @@ from dspy.utils.exceptions import (
     LMUnexpectedError,
 )
 
-from clearmed.errors import FatalServiceError
+from clearmed.core.errors import FatalServiceError
 
 __all__ = [
     "ContextOverflowError",

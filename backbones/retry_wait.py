@@ -4,7 +4,7 @@
 A plain `dspy.LM` is retried by DSPy 3.4 itself: rate limits, timeouts, server and transport errors `num_retries` times,
 sleeping `dspy.clients.execution._delay(exc, attempt)` in between, which is the provider's ``Retry-After`` however long
 (one response asking for an hour stalls a run for an hour) or else 1, 2, 4 ... s with no jitter. `lm_retry_delay`
-replaces that wait with clearmed's policy (`clearmed.retries.backoff_delay`): the server's hint from ``Retry-After`` or
+replaces that wait with clearmed's policy (`clearmed.core.retries.backoff_delay`): the server's hint from ``Retry-After`` or
 the ``x-ratelimit-reset-*`` headers, else exponential backoff with jitter, never above `MAX_RETRY_WAIT_S`; and it notes
 each retry in the caller's `count_retries()` scopes. Which errors are retried stays DSPy's decision
 (`dspy.utils.exceptions.is_retryable_lm_error`): authentication, billing and missing-model errors never are.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from clearmed.retries import MAX_RETRY_WAIT_S, backoff_delay, note_retry, retry_hint_s
+from clearmed.core.retries import MAX_RETRY_WAIT_S, backoff_delay, note_retry, retry_hint_s
 
 __all__ = ["MAX_RETRY_WAIT_S", "install_retry_policy", "lm_retry_delay", "server_hint_s"]
 

@@ -12,13 +12,13 @@ import dspy
 
 from clearmed.backbones.factory import build_lm
 from clearmed.config import ClearmedConfig
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.programs.baselines import PATHWAY_OF, SinglePathway
 from clearmed.programs.clear import CLEAR
-from clearmed.programs.settings import CLEAR_VARIANTS, clear_variant_settings
 from clearmed.retrieval.config import CorpusConfig, CorpusRetriever
 from clearmed.retrieval.factory import build_retriever, build_web_search
 from clearmed.signatures.records import PathwayName
+from clearmed.signatures.records.settings import CLEAR_VARIANTS, clear_variant_settings
 
 
 def build_role_lms(config: ClearmedConfig, roles: tuple[str, ...] = ("main", "assessor")) -> dict[str, dspy.BaseLM]:

@@ -19,11 +19,11 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearmed.backbones.config import BackboneConfig, ConfigError, format_validation_error, parse_backbones
-from clearmed.programs.settings import ProgramSettings
+from clearmed.core.sanitize import register_secret_env, register_url_credentials
 from clearmed.retrieval.config import CorpusConfig, SearchConfig
-from clearmed.retrieval.quality import QualityPriors
+from clearmed.retrieval.priors import QualityPriors
 from clearmed.signatures.records import Thresholds
-from clearmed.signatures.sanitize import register_secret_env, register_url_credentials
+from clearmed.signatures.records.settings import ProgramSettings
 
 DEFAULT_CONFIG = "embedded"
 

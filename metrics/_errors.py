@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clearmed.signatures.sanitize import redact_secrets
+from clearmed.core.sanitize import redact_secrets
 
 
 def describe_error(exc: Exception, *, limit: int = 1000) -> str:

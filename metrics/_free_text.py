@@ -5,16 +5,18 @@ timeout) marks the judgement `transient`: the question is degraded and regraded 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import dspy
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.errors import FatalServiceError
+from clearmed.core.errors import FatalServiceError
 from clearmed.metrics._decision import QuestionScore, check_same_question
 from clearmed.metrics._errors import describe_error, is_transient
-from clearmed.signatures.grading import GradeVerdict, JudgeDiagnosis, JudgeTreatment
 from clearmed.signatures.records import Answer, Decision, Question
+from clearmed.signatures.records.base import GradeVerdict
+
+if TYPE_CHECKING:
+    import dspy
 
 JudgeTask = Literal["diagnosis", "treatment"]
 _ANSWER_MARKER = "### Answer"
@@ -67,6 +69,11 @@ class FreeTextJudge:
     def __init__(self, judge_lm: dspy.BaseLM, *, task: JudgeTask | None = None) -> None:
         self.judge_lm = judge_lm
         self.task = task
+        # DSPy is loaded by the judge alone: scoring and tuning over stored runs never judge (tests/test_layers.py).
+        import dspy
+
+        from clearmed.signatures.grading import JudgeDiagnosis, JudgeTreatment
+
         self.predictors: dict[JudgeTask, dspy.Predict] = {
             "diagnosis": dspy.Predict(JudgeDiagnosis),
             "treatment": dspy.Predict(JudgeTreatment),
@@ -84,6 +91,8 @@ class FreeTextJudge:
                 question_id=question.id, task=task, candidate=None, verdict="incorrect", rationale="no answer"
             )
         case = f"{question.context}\n\n{question.text}" if question.context else question.text
+        import dspy
+
         try:
             with dspy.context(lm=self.judge_lm):
                 prediction = self.predictors[task](

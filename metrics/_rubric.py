@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import dspy
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.errors import FatalServiceError
+from clearmed.core.errors import FatalServiceError
 from clearmed.metrics._errors import describe_error, is_transient
-from clearmed.signatures.grading import GradeRubricItem
 from clearmed.signatures.records import ChatTurn, Question, RubricItem
+
+if TYPE_CHECKING:
+    import dspy
 
 
 class RubricItemGrade(BaseModel):
@@ -95,9 +97,16 @@ class RubricGrader:
             raise ValueError("max_attempts must be at least 1")
         self.judge_lm = judge_lm
         self.max_attempts = max_attempts
+        # DSPy is loaded by the grader alone: scoring and tuning over stored runs never grade (tests/test_layers.py).
+        import dspy
+
+        from clearmed.signatures.grading import GradeRubricItem
+
         self.predictor = dspy.Predict(GradeRubricItem)
 
     def _grade_item(self, conversation: str, item: RubricItem) -> RubricItemGrade:
+        import dspy
+
         error = ""
         transient = False
         for attempt in range(self.max_attempts):

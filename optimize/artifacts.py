@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearmed import __version__
 from clearmed.config import ClearmedConfig
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.optimize.splits import UsedIds
 from clearmed.signatures.records import Thresholds
 

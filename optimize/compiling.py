@@ -22,7 +22,7 @@ import dspy
 from dspy.utils.callback import BaseCallback
 from pydantic import BaseModel, ConfigDict, Field
 
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.metrics import AccuracySummary, accuracy_summary, score_decision
 from clearmed.signatures.records import Decision, Question
 

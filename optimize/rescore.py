@@ -18,20 +18,23 @@ import json
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.evaluation.store import EvalRecord, read_records
 from clearmed.metrics import score_mcq
 from clearmed.optimize.replay import RecordedActions, ReplayMiss, replay_decision
 from clearmed.programs.adjudication import AdjudicationActions, Mechanisms
-from clearmed.programs.clear import CLEAR, LiveActions
-from clearmed.programs.lm.run_context import Ledger, RunContext, activate
-from clearmed.programs.settings import ProgramSettings, clear_variant_settings
-from clearmed.programs.task_adapters import gate_accepts
+from clearmed.programs.adjudication.rules import gate_accepts
 from clearmed.signatures.records import CallUsage, Decision, Question, Thresholds
+from clearmed.signatures.records.settings import ProgramSettings, clear_variant_settings
+
+if TYPE_CHECKING:
+    # The live fallback alone needs the DSPy program: tuning by replay loads no DSPy (tests/test_layers.py).
+    from clearmed.programs.clear import CLEAR
+    from clearmed.programs.lm.context import Ledger
 
 OnMiss = Literal["keep-original", "penalize"]
 CostUnit = Literal["calls", "seconds"]
@@ -309,6 +312,9 @@ class LiveSession:
 
     @contextlib.contextmanager
     def session(self) -> Iterator[_Session]:
+        from clearmed.programs.clear import LiveActions
+        from clearmed.programs.lm.context import Ledger, RunContext, activate
+
         ledger = Ledger()
         context = RunContext(settings=self.program.settings, role_lms=self.program.role_lms, ledger=ledger)
         with activate(context):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.signatures.records import Question
 
 

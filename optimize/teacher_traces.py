@@ -24,14 +24,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from clearmed.programs import (
-    answer_format,
-    format_options,
-    format_passages,
-    normalise_decision,
-    parse_letters,
-    render_question,
-)
+from clearmed.programs.judge.verdicts import normalise_decision
+from clearmed.programs.lm.parsing import answer_format, format_options, parse_letters
+from clearmed.programs.lm.prompting import format_passages, render_question
 from clearmed.signatures.option_judge import JudgeOptions, JudgeOptionsWithGraph
 from clearmed.signatures.records import Decision, KnowledgeGraph, OptionJudgment, Passage, PathwayName, Record
 

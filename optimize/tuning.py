@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import optuna
 from pydantic import BaseModel, ConfigDict, Field
 
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.optimize.pool_fit import PooledWeights, weights_by_likelihood
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test

@@ -12,15 +12,15 @@ from typing import Literal
 
 import dspy
 
-from clearmed.programs.assessors.quality import SourceQualityAssessor
-from clearmed.programs.input_budget import over_budget, refused_decision
-from clearmed.programs.lm.results import PathwayResult, ResponseResult
-from clearmed.programs.lm.run_context import Ledger, RunContext, activate
+from clearmed.programs.adjudication.rules import gate_accepts
+from clearmed.programs.assessors.source_quality import SourceQualityAssessor
+from clearmed.programs.lm.context import Ledger, RunContext, activate
+from clearmed.programs.lm.prompting import over_budget, refused_decision
+from clearmed.programs.lm.stage import PathwayResult, ResponseResult
 from clearmed.programs.pathways.pathways import DynamicPathway, LocalPathway, ParametricPathway
-from clearmed.programs.settings import ProgramSettings
-from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
+from clearmed.programs.pathways.task_adapters import FormatGate, ResponseGenerator
 from clearmed.retrieval.base import Retriever, WebSearch
-from clearmed.retrieval.quality import QualityPriors
+from clearmed.retrieval.priors import QualityPriors
 from clearmed.signatures.records import (
     AdjudicationStep,
     Decision,
@@ -29,6 +29,7 @@ from clearmed.signatures.records import (
     PathwayName,
     Question,
 )
+from clearmed.signatures.records.settings import ProgramSettings
 
 SinglePathwayName = Literal["direct", "medrag", "medrag-medcpt", "online"]
 PATHWAY_OF: dict[SinglePathwayName, PathwayName] = {

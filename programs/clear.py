@@ -16,19 +16,20 @@ from clearmed.programs.adjudication.calibrated import (
     calibrated_fallback,
     calibrated_verify,
 )
+from clearmed.programs.adjudication.rules import gate_accepts
 from clearmed.programs.assessors.agreement import CandidateAgreement
-from clearmed.programs.assessors.guard_audit import ChallengeAudit, FollowUpSearch, OverrideGuard
-from clearmed.programs.assessors.quality import SourceQualityAssessor
+from clearmed.programs.assessors.guard_audit import ChallengeAudit, OverrideGuard
+from clearmed.programs.assessors.source_quality import SourceQualityAssessor
 from clearmed.programs.assessors.verifier import AggregationVerifier
-from clearmed.programs.input_budget import over_budget, refused_decision
-from clearmed.programs.lm.results import AgreementResult, PathwayResult, ResponseResult, VerifierResult
-from clearmed.programs.lm.run_context import Ledger, RunContext, activate, current, supports_concurrency
+from clearmed.programs.lm.context import Ledger, RunContext, activate, current, supports_concurrency
+from clearmed.programs.lm.prompting import over_budget, refused_decision
+from clearmed.programs.lm.stage import AgreementResult, PathwayResult, ResponseResult, VerifierResult
+from clearmed.programs.pathways.evidence_search import FollowUpSearch
 from clearmed.programs.pathways.pathways import DynamicPathway, LocalPathway, ParametricPathway
+from clearmed.programs.pathways.task_adapters import FormatGate, ResponseGenerator
 from clearmed.programs.pathways.web_query import WebQueryWriter
-from clearmed.programs.settings import ProgramSettings
-from clearmed.programs.task_adapters import FormatGate, ResponseGenerator, gate_accepts
 from clearmed.retrieval.base import Retriever, WebSearch
-from clearmed.retrieval.quality import QualityPriors
+from clearmed.retrieval.priors import QualityPriors
 from clearmed.signatures.records import (
     AdjudicationStep,
     Agreement,
@@ -45,6 +46,7 @@ from clearmed.signatures.records import (
     Thresholds,
     VerifierOutput,
 )
+from clearmed.signatures.records.settings import ProgramSettings
 
 # Guards each program's once-per-run warning flag when questions run on several threads (a module-level lock: a
 # lock attribute would not survive the deep copies DSPy's optimizers make of a program).

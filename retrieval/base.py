@@ -35,7 +35,7 @@ TRANSIENT_FAILURES: frozenset[SearchFailure] = frozenset(
     {"rate_limit", "timeout", "server", "connection", "busy", "malformed"}
 )
 # Failures every later search would meet too: a corrupt or unwritable cache or index. The run stops with one line
-# (`clearmed.errors.FatalServiceError`) rather than answer the rest without that evidence.
+# (`clearmed.core.errors.FatalServiceError`) rather than answer the rest without that evidence.
 FATAL_FAILURES: frozenset[SearchFailure] = frozenset({"cache", "index"})
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from clearmed.retrieval.quality import domain_tier, host_of
+from clearmed.retrieval.priors import domain_tier, host_of
 from clearmed.signatures.records import QUALITY_RANK, DomainTier, Passage, QualityLabel
 
 ScreenKind = Literal["instructions", "prompt_markers", "look_alike_domain"]

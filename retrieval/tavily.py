@@ -4,9 +4,9 @@ Tavily's documented errors (docs.tavily.com, ``POST /search``) and what a search
 
 - 429 rate limit (tavily-python raises ``UsageLimitExceededError`` despite the name), 5xx, timeouts, dropped
   connections and a 200 whose body is not JSON (a proxy's error page, a cut connection) are transient: retried up to ``max_retries`` times with tenacity, waiting ``Retry-After`` when Tavily
-  sends it, else exponential backoff with jitter (`clearmed.retries`), each retry counted in `count_retries()`;
+  sends it, else exponential backoff with jitter (`clearmed.core.retries`), each retry counted in `count_retries()`;
 - 401 (bad or revoked key), 403, 432 (plan or key limit) and 433 (pay-as-you-go limit) will fail every later search
-  too: raised as `clearmed.errors.FatalServiceError`, so a run stops instead of answering without evidence;
+  too: raised as `clearmed.core.errors.FatalServiceError`, so a run stops instead of answering without evidence;
 - anything else (400 such as a query over 400 characters, JSON without a results list, retries exhausted) is an
   `EvidenceError` with a `kind`, which the pathway records (transient kinds degrade the question).
 
@@ -31,12 +31,12 @@ from tavily.errors import ForbiddenError
 from tavily.errors import TimeoutError as TavilyTimeoutError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from clearmed.errors import FatalCause, FatalServiceError
-from clearmed.retries import backoff_delay, note_credits, note_retry, retry_hint_s
+from clearmed.core.errors import FatalCause, FatalServiceError
+from clearmed.core.retries import backoff_delay, note_credits, note_retry, retry_hint_s
+from clearmed.core.sanitize import register_secret_env
 from clearmed.retrieval.base import EvidenceError, SearchFailure
 from clearmed.retrieval.corpus import domain_of, parse_date
 from clearmed.signatures.records import Passage, Provenance
-from clearmed.signatures.sanitize import register_secret_env
 
 BACKEND = "tavily"
 SearchDepth = Literal["basic", "advanced", "fast", "ultra-fast"]

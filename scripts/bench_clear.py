@@ -25,7 +25,7 @@ import dspy
 
 from clearmed.assemble import build_program
 from clearmed.config import parse_config, resolve_config_path
-from clearmed.demo_bundle import demo_questions
+from clearmed.demo import demo_questions
 
 
 def load_with_overrides(name: str, overrides: list[str]):

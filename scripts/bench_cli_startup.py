@@ -38,7 +38,7 @@ def stop_at_model_load(event, args):
         report(True)
         os._exit(0)
 sys.addaudithook(stop_at_model_load)
-from clearmed.cli import main
+from clearmed.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit:

@@ -29,8 +29,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy
 from dspy.lm15 import Config, Message, Request
 
-from clearmed.backbones import build_lm, parse_backbone, resolve_model_path, unload_models
+from clearmed.backbones.config import parse_backbone
 from clearmed.backbones.engine_build import read_cpu_flags, system_info_features
+from clearmed.backbones.factory import build_lm
+from clearmed.backbones.llama_runtime import unload_models
+from clearmed.backbones.model_files import resolve_model_path
 from clearmed.backbones.selfcheck import probe_engine
 
 ISA_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512_vnni",

@@ -140,8 +140,8 @@ def measure(latency: float, threads: int, questions: int) -> Measured:
     from clearmed.config import parse_config
     from clearmed.evaluation import EvalSpec, run_evaluation
     from clearmed.programs.clear import CLEAR
-    from clearmed.programs.settings import ProgramSettings
     from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
+    from clearmed.signatures.records.settings import ProgramSettings
     from clearmed.testing import LOCAL, QUESTION, WEB
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)

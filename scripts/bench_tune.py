@@ -3,7 +3,7 @@
     python scripts/bench_tune.py                       # 300 questions, 200 trials, SQLite storage
     python scripts/bench_tune.py --questions 1000 --trials 500 --storage memory
 
-The stored run is a real run folder of CLEAR decisions made on a scripted LM (clearmed.synthetic_run),
+The stored run is a real run folder of CLEAR decisions made on a scripted LM (clearmed.testing.synthetic_run),
 varied per question so the rules branch differently. Only the study is timed: every trial replays all train
 decisions with zero LM calls and writes the trial to the Optuna storage, as `clearmed tune` does.
 """
@@ -24,7 +24,7 @@ import dspy
 from clearmed.optimize.rescore import Rescorer, load_items
 from clearmed.optimize.splits import split_ids
 from clearmed.optimize.tuning import TuneSettings, parse_params, tune
-from clearmed.synthetic_run import write_synthetic_run
+from clearmed.testing.synthetic_run import write_synthetic_run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@
 Writes docs/report-overview.png, docs/report-question.png and (given two runs of one benchmark)
 docs/report-comparison.png. The question shown is the first one whose trail has the most to show (a follow-up
 search and a guard or audit step), else the first question. With --synthetic the runs are built by the scripted
-LM of `clearmed.synthetic_run` (the paper's thresholds against a stricter variant), so the pictures show the
+LM of `clearmed.testing.synthetic_run` (the paper's thresholds against a stricter variant), so the pictures show the
 layout, not a model's behaviour; point the script at real embedded runs to redo them.
 """
 
@@ -18,14 +18,14 @@ import tempfile
 from pathlib import Path
 
 from clearmed.evaluation import read_records
-from clearmed.evaluation.headless import find_chromium, screenshot
-from clearmed.evaluation.html_report import load_run_views, write_html_report
-from clearmed.evaluation.html_views import page_name
+from clearmed.report.headless import find_chromium, screenshot
+from clearmed.report.html_report import load_run_views, write_html_report
+from clearmed.report.html_views import page_name
 
 
 def synthetic_runs(base: Path, n: int = 40) -> list[Path]:
     from clearmed.signatures.records import Thresholds
-    from clearmed.synthetic_run import write_synthetic_run
+    from clearmed.testing.synthetic_run import write_synthetic_run
 
     strict = Thresholds(guard_min_high=3, audit_min_high=2)
     write_synthetic_run(base / "clear-paper", n=n)

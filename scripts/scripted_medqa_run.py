@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from clearmed.assemble import build_program
-from clearmed.commands.evaluate import shared_source
+from clearmed.cli.evaluate import shared_source
 from clearmed.config import load_config
 from clearmed.evaluation import EvalSpec, run_evaluation
 from clearmed.signatures.records import Question

@@ -10,11 +10,9 @@ where DSPy optimizers can see them; the code that runs them and turns verdicts i
 
 from __future__ import annotations
 
-from typing import Literal
-
 import dspy
 
-GradeVerdict = Literal["correct", "partially_correct", "incorrect"]
+from clearmed.signatures.records.base import GradeVerdict
 
 
 class JudgeDiagnosis(dspy.Signature):

@@ -1,15 +1,35 @@
 """Evaluation runs: a program over a benchmark into a resumable run folder, summaries and comparisons.
 
-from clearmed.evaluation import EvalSpec, run_evaluation, summarize
+    from clearmed.evaluation import EvalSpec, run_evaluation, summarize
+
+The run harness (`runner`: `EvalRun`, `run_evaluation`) loads DSPy, so its names are imported on first use: replay
+and tuning read run folders (`store`) and summaries without it (tests/test_layers.py).
 """
 
-from clearmed.evaluation.report import RunSummary, comparison_table, summarize, write_plots
-from clearmed.evaluation.runner import BudgetReached, EvalSpec, config_digest, default_scorer, run_evaluation
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from clearmed.evaluation.store import EvalRecord, RunManifest, RunStore, RunStoreError, read_records
+from clearmed.evaluation.summary import RunSummary, comparison_table, summarize, write_plots
+
+if TYPE_CHECKING:
+    from clearmed.evaluation.runner import (
+        BudgetReached,
+        EvalRun,
+        EvalSpec,
+        config_digest,
+        default_scorer,
+        run_evaluation,
+    )
+
+_RUNNER = frozenset({"BudgetReached", "EvalRun", "EvalSpec", "config_digest", "default_scorer", "run_evaluation"})
 
 __all__ = [
     "BudgetReached",
     "EvalRecord",
+    "EvalRun",
     "EvalSpec",
     "RunManifest",
     "RunStore",
@@ -23,3 +43,9 @@ __all__ = [
     "summarize",
     "write_plots",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _RUNNER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module("clearmed.evaluation.runner"), name)

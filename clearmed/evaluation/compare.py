@@ -17,9 +17,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clearmed.backbones.config import BackboneConfig
-from clearmed.evaluation.report import RunSummary, summarize
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, read_records, read_set_aside_degraded
+from clearmed.evaluation.summary import RunSummary, summarize
 from clearmed.metrics import PairedComparison, paired_comparison
 
 

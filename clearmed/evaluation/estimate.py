@@ -134,6 +134,29 @@ def _stage_means(records: Sequence[EvalRecord]) -> dict[str, tuple[float, float]
     }
 
 
+def _as_cold(record: EvalRecord, means: Mapping[str, tuple[float, float]]) -> list[CallUsage]:
+    """A record's LM calls as a cold run pays for them: a cache hit is one call at its stage's mean tokens."""
+    rows = []
+    for row in record.decision.usage:
+        if row.role == "tool":
+            continue
+        if row.cached:
+            mean_prompt, mean_completion = means.get(row.stage, (0.0, 0.0))
+            row = row.model_copy(
+                update={"calls": 1, "prompt_tokens": round(mean_prompt), "completion_tokens": round(mean_completion)}
+            )
+        rows.append(row)
+    return rows
+
+
+def _credits(record: EvalRecord, credits_per_search: float | None) -> float:
+    """A record's Tavily credits: its successful searches at `credits_per_search`, else what they were billed."""
+    if credits_per_search is not None:
+        searches = [row for row in record.decision.usage if row.role == "tool" and row.model == "tavily"]
+        return credits_per_search * sum(1 for row in searches if not row.failed)
+    return sum(row.credits for row in record.decision.usage)
+
+
 def estimate(
     records: Sequence[EvalRecord],
     prices: Prices,
@@ -151,49 +174,21 @@ def estimate(
     if not records:
         raise ValueError("an estimate needs at least one recorded question")
     means = _stage_means(records)
-    calls: list[float] = []
-    prompt: list[float] = []
-    completion: list[float] = []
-    dollars: list[float | None] = []
-    credits: list[float] = []
-    hits = total = 0
-    for record in records:
-        rows = []
-        for row in record.decision.usage:
-            if row.role == "tool":
-                continue
-            total += 1
-            if row.cached:  # a cold run pays for it: one call at the stage's mean tokens
-                hits += 1
-                mean_prompt, mean_completion = means.get(row.stage, (0.0, 0.0))
-                row = row.model_copy(
-                    update={
-                        "calls": 1,
-                        "prompt_tokens": round(mean_prompt),
-                        "completion_tokens": round(mean_completion),
-                    }
-                )
-            rows.append(row)
-        calls.append(sum(row.calls for row in rows))
-        prompt.append(sum(row.prompt_tokens for row in rows))
-        completion.append(sum(row.completion_tokens for row in rows))
-        dollars.append(total_usd(prices.row_usd(row) for row in rows))
-        searches = [row for row in record.decision.usage if row.role == "tool" and row.model == "tavily"]
-        if credits_per_search is not None:
-            credits.append(credits_per_search * sum(1 for row in searches if not row.failed))
-        else:
-            credits.append(sum(row.credits for row in record.decision.usage))
+    as_cold = [_as_cold(record, means) for record in records]
+    credits = [_credits(record, credits_per_search) for record in records]
+    lm_rows = [row for record in records for row in record.decision.usage if row.role != "tool"]
+    hits, total = sum(1 for row in lm_rows if row.cached), len(lm_rows)
     cold = [r for r in records if not any(row.cached for row in r.decision.usage if row.role != "tool")]
-    usd = total_usd(dollars)
+    usd = total_usd(total_usd(prices.row_usd(row) for row in rows) for rows in as_cold)
     return Estimate(
         questions=questions,
         threads=threads,
         basis_questions=len(records),
         basis_runs=list(basis_runs),
         same_benchmark=same_benchmark,
-        lm_calls=statistics.fmean(calls),
-        prompt_tokens=statistics.fmean(prompt),
-        completion_tokens=statistics.fmean(completion),
+        lm_calls=statistics.fmean(sum(row.calls for row in rows) for rows in as_cold),
+        prompt_tokens=statistics.fmean(sum(row.prompt_tokens for row in rows) for rows in as_cold),
+        completion_tokens=statistics.fmean(sum(row.completion_tokens for row in rows) for rows in as_cold),
         usd=usd / len(records) if usd is not None else None,
         search_credits=statistics.fmean(credits),
         search_usd=round(statistics.fmean(credits) * prices.usd_per_credit, 6),

@@ -36,7 +36,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from clearmed import __version__
 from clearmed.config import ClearmedConfig, answer_settings, without_operational
-from clearmed.errors import FatalServiceError, UsageError
+from clearmed.core.errors import FatalServiceError, UsageError
+from clearmed.core.sanitize import redact_secrets
 from clearmed.evaluation.degraded import degraded_stages
 from clearmed.evaluation.lm_cache import watch_lm_cache
 from clearmed.evaluation.spend import Prices, record_usd
@@ -55,7 +56,6 @@ from clearmed.evaluation.store import (
 from clearmed.metrics import QuestionScore, score_decision
 from clearmed.signatures.records import AdjudicationStep, CallUsage, Decision, EvidenceBundle, Question
 from clearmed.signatures.records.removed import REMOVED_PROGRAM_SETTINGS, REMOVED_THRESHOLDS, split_removed
-from clearmed.signatures.sanitize import redact_secrets
 
 Scorer = Callable[[Question, Decision], QuestionScore | None]
 
@@ -296,139 +296,196 @@ def run_evaluation(
     raised once the questions in flight have finished. `stop_after` ends the run after that many new questions (for
     tests of resume; the run stays resumable).
     """
-    console = console or Console(stderr=True)
+    run = EvalRun(
+        spec,
+        config,
+        program,
+        scorer=scorer,
+        num_threads=num_threads,
+        console=console or Console(stderr=True),
+        show_progress=show_progress,
+        stop_after=stop_after,
+        keep_degraded=keep_degraded,
+        max_cost=max_cost,
+    )
     watch_lm_cache()  # a cache that cannot write says so
-    prices = Prices.of(config)
-    if max_cost is not None and (unpriced := prices.unpriced()):
-        raise UsageError(
-            f"a budget needs every backbone's price, and {', '.join(unpriced)} has none: set its "
-            "price = {input = ..., output = ...} (USD per million tokens) in the config"
-        )
+    run.refuse_unpriced_budget()
     with RunStore(spec.run_dir) as store:
-        manifest = open_run(store, spec, config)
-        scan = store.set_aside_unreadable()  # a torn last line of a killed run, or a damaged line: redone below
+        run.open(store)
+        run.resume()
+        run.drive()
+    return run.finish()
+
+
+@dataclass
+class EvalRun:
+    """One `run_evaluation`, in its phases: `open` the folder's manifest (new, or checked to be this run), `resume`
+    (set aside unreadable and degraded lines, carry the spend over, choose the questions left), `drive` them through
+    `step` (one question, appended the moment it finishes) under the progress bar, and `finish` (raise the stop that
+    ended the run early, else return every record). `step` runs on the worker threads: what it shares is locked."""
+
+    spec: EvalSpec
+    config: ClearmedConfig
+    program: dspy.Module
+    scorer: Scorer
+    num_threads: int
+    console: Console
+    show_progress: bool
+    stop_after: int | None
+    keep_degraded: bool
+    max_cost: float | None
+    prices: Prices = field(init=False)
+    stop: _Stop = field(default_factory=_Stop)
+    started: int = 0  # questions started by `drive`
+    # Set by `open` and `resume`:
+    store: RunStore = field(init=False)
+    manifest: RunManifest = field(init=False)
+    done: dict[str, EvalRecord] = field(init=False)
+    order: dict[str, int] = field(init=False)
+    todo: list[Question] = field(init=False)
+    log: SpendLog = field(init=False)
+    running: _Running = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.prices = Prices.of(self.config)
+
+    def refuse_unpriced_budget(self) -> None:
+        """A budget is only kept if every call can be priced: refuse it before anything is spent."""
+        if self.max_cost is not None and (unpriced := self.prices.unpriced()):
+            raise UsageError(
+                f"a budget needs every backbone's price, and {', '.join(unpriced)} has none: set its "
+                "price = {input = ..., output = ...} (USD per million tokens) in the config"
+            )
+
+    def open(self, store: RunStore) -> None:
+        self.store = store
+        self.manifest = open_run(store, self.spec, self.config)
+
+    def _warn(self, message: str) -> None:
+        self.console.print(message, style="yellow", markup=False, highlight=False)
+
+    def resume(self) -> None:
+        """What the folder already holds decides what is left to do, and what the run has already spent."""
+        spec = self.spec
+        scan = self.store.set_aside_unreadable()  # a torn last line of a killed run, or a damaged line: redone below
         if scan.skipped:
             first = scan.skipped[0]
             more = f" and {len(scan.skipped) - 1} more" if len(scan.skipped) > 1 else ""
-            console.print(
+            self._warn(
                 f"{len(scan.skipped)} unreadable line{'s' if len(scan.skipped) > 1 else ''} moved to "
                 f"{spec.run_dir / UNREADABLE}, their questions redone "
-                f"({first.describe()}{more})",
-                style="yellow",
-                markup=False,
-                highlight=False,
+                f"({first.describe()}{more})"
             )
         records = scan.records
-        if not keep_degraded and (redo := store.set_aside_degraded()):
+        if not self.keep_degraded and (redo := self.store.set_aside_degraded()):
             stages = sorted({stage for record in redo for stage in record.degraded_stages})
-            console.print(
+            self._warn(
                 f"{len(redo)} degraded question{'s' if len(redo) > 1 else ''} (failed stages: {', '.join(stages)}) "
                 f"moved to {spec.run_dir / DEGRADED} and redone; their good calls come from the caches "
-                "(--keep-degraded keeps them)",
-                style="yellow",
-                markup=False,
-                highlight=False,
+                "(--keep-degraded keeps them)"
             )
             records = [record for record in records if not record.degraded]
-        done = {record.question_id: record for record in records}
+        self.done = {record.question_id: record for record in records}
         by_id = {q.id: q for q in spec.questions}
-        order = {qid: index for index, qid in enumerate(manifest.question_ids)}
-        todo = [by_id[qid] for qid in manifest.question_ids if qid not in done]
-        if stop_after is not None:
-            todo = todo[:stop_after]
-
-        def price(record: EvalRecord) -> float | None:
-            return record_usd(record, prices)
-
-        log = SpendLog(spec.run_dir, prices)
-        if log.new:  # questions finished before this run folder had a spend log count by their records' prices
+        self.order = {qid: index for index, qid in enumerate(self.manifest.question_ids)}
+        self.todo = [by_id[qid] for qid in self.manifest.question_ids if qid not in self.done]
+        if self.stop_after is not None:
+            self.todo = self.todo[: self.stop_after]
+        self.log = SpendLog(spec.run_dir, self.prices)
+        if self.log.new:  # questions finished before this run folder had a spend log count by their records' prices
             for record in [*records, *read_set_aside_degraded(spec.run_dir)]:
-                log.carry_over(record.question_id, price(record))
-        running = _Running(list(done.values()), log=log)
-        stop = _Stop()
+                self.log.carry_over(record.question_id, record_usd(record, self.prices))
+        self.running = _Running(list(self.done.values()), log=self.log)
 
-        def may_start() -> bool:
-            if stop.requested:
-                return False
-            if max_cost is not None and running.spent_so_far() >= max_cost:
-                with stop.lock:
-                    stop.budget = True
-                return False
-            return True
+    def may_start(self) -> bool:
+        if self.stop.requested:
+            return False
+        if self.max_cost is not None and self.running.spent_so_far() >= self.max_cost:
+            with self.stop.lock:
+                self.stop.budget = True
+            return False
+        return True
 
-        def evaluate(question: Question) -> EvalRecord | None:
-            started = time.perf_counter()
-            with log.question(question.id):  # each paid call is logged as it completes, grading included
-                try:
-                    decision = program(question=question).decision
-                except FatalServiceError as err:  # no record: the question is not done, and no later one starts
-                    stop.set_fatal(err)
-                    return None
-                except Exception as err:  # recorded as a failed decision; the run goes on
-                    decision = crashed_decision(question, spec.program, err)
-                try:
-                    score = scorer(question, decision)
-                except FatalServiceError as err:  # the judge backbone refused for good: as above
-                    stop.set_fatal(err)
-                    return None
-            seconds = time.perf_counter() - started
-            record = EvalRecord(
-                question_id=question.id,
-                index=order[question.id],
-                program=spec.program,
-                decision=decision,
-                score=score,
-                seconds=round(seconds, 3),
-                finished=datetime.now(UTC).isoformat(timespec="seconds"),
-                degraded_stages=degraded_stages(decision) + (["grading"] if score and score.judge_transient else []),
-                cost_usd=prices.decision_usd(decision),
-            )
+    def step(self, question: Question) -> EvalRecord | None:
+        """Answer, score and append one question; None when it is left undone (a fatal error, an unwritable record)."""
+        started = time.perf_counter()
+        with self.log.question(question.id):  # each paid call is logged as it completes, grading included
             try:
-                store.append(record)
-            except UnwritableRecordError as err:  # the question is recorded as failed, saying why; the run goes on
-                console.print(f"{err}; recorded as failed", style="red", markup=False, highlight=False)
-                record = unwritable_record(record, str(err))
-                try:
-                    store.append(record)
-                except UnwritableRecordError as again:  # not even that: left undone, a resume tries it again
-                    console.print(str(again), style="red", markup=False, highlight=False)
-                    return None
-            running.add(record)
-            return record
+                decision = self.program(question=question).decision
+            except FatalServiceError as err:  # no record: the question is not done, and no later one starts
+                self.stop.set_fatal(err)
+                return None
+            except Exception as err:  # recorded as a failed decision; the run goes on
+                decision = crashed_decision(question, self.spec.program, err)
+            try:
+                score = self.scorer(question, decision)
+            except FatalServiceError as err:  # the judge backbone refused for good: as above
+                self.stop.set_fatal(err)
+                return None
+        seconds = time.perf_counter() - started
+        record = EvalRecord(
+            question_id=question.id,
+            index=self.order[question.id],
+            program=self.spec.program,
+            decision=decision,
+            score=score,
+            seconds=round(seconds, 3),
+            finished=datetime.now(UTC).isoformat(timespec="seconds"),
+            degraded_stages=degraded_stages(decision) + (["grading"] if score and score.judge_transient else []),
+            cost_usd=self.prices.decision_usd(decision),
+        )
+        return self._append(record)
 
+    def _append(self, record: EvalRecord) -> EvalRecord | None:
+        try:
+            self.store.append(record)
+        except UnwritableRecordError as err:  # the question is recorded as failed, saying why; the run goes on
+            self.console.print(f"{err}; recorded as failed", style="red", markup=False, highlight=False)
+            record = unwritable_record(record, str(err))
+            try:
+                self.store.append(record)
+            except UnwritableRecordError as again:  # not even that: left undone, a resume tries it again
+                self.console.print(str(again), style="red", markup=False, highlight=False)
+                return None
+        self.running.add(record)
+        return record
+
+    def drive(self) -> None:
+        """Run the questions left, one at a time or on threads, until done or stopped."""
         progress = Progress(
-            TextColumn(escape(f"{spec.program} on {spec.benchmark}")),
+            TextColumn(escape(f"{self.spec.program} on {self.spec.benchmark}")),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
-            console=console,
-            disable=not show_progress,
+            console=self.console,
+            disable=not self.show_progress,
         )
-        started_count = 0
         with progress:
-            task = progress.add_task(
-                "eval", total=len(manifest.question_ids), completed=len(done), status=running.describe()
-            )
+            total, completed = len(self.manifest.question_ids), len(self.done)
+            task = progress.add_task("eval", total=total, completed=completed, status=self.running.describe())
 
             def tick() -> None:
-                progress.update(task, advance=1, status=running.describe())
+                progress.update(task, advance=1, status=self.running.describe())
 
-            if num_threads <= 1:
-                for question in todo:
-                    if not may_start():
+            if self.num_threads <= 1:
+                for question in self.todo:
+                    if not self.may_start():
                         break
-                    started_count += 1
-                    evaluate(question)
+                    self.started += 1
+                    self.step(question)
                     tick()
             else:
-                started_count = _evaluate_threaded(todo, evaluate, num_threads, tick, may_start)
-    if stop.fatal is not None:
-        raise stop.fatal
-    if stop.budget and max_cost is not None:
-        raise BudgetReached(running.spent_so_far(), max_cost, len(todo) - started_count)
-    return sorted(read_records(spec.run_dir), key=lambda record: record.index)
+                self.started = _evaluate_threaded(self.todo, self.step, self.num_threads, tick, self.may_start)
+
+    def finish(self) -> list[EvalRecord]:
+        """Raise what stopped the run early; else every record of the run, in the manifest's order."""
+        if self.stop.fatal is not None:
+            raise self.stop.fatal
+        if self.stop.budget and self.max_cost is not None:
+            raise BudgetReached(self.running.spent_so_far(), self.max_cost, len(self.todo) - self.started)
+        return sorted(read_records(self.spec.run_dir), key=lambda record: record.index)
 
 
 def _evaluate_threaded(

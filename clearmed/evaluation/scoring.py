@@ -14,7 +14,7 @@ from dspy.utils.usage_tracker import UsageTracker
 from clearmed.config import ClearmedConfig
 from clearmed.evaluation.runner import Scorer, default_scorer
 from clearmed.metrics import FreeTextJudge, QuestionScore, RubricGrader, score_rubric_decision
-from clearmed.programs.lm.run_context import USAGE_SINK
+from clearmed.programs.lm.context import USAGE_SINK
 from clearmed.signatures.records import CallUsage, Decision, Question
 
 T = TypeVar("T")

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from clearmed.core.sanitize import redact_secrets
 from clearmed.evaluation.spend import Prices
-from clearmed.programs.lm.run_context import USAGE_SINK
+from clearmed.programs.lm.context import USAGE_SINK
 from clearmed.signatures.records import CallUsage
-from clearmed.signatures.sanitize import redact_secrets
 
 __all__ = ["SPEND_LOG", "SpendEntry", "SpendLog"]
 

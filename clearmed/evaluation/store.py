@@ -29,9 +29,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from clearmed.core.sanitize import redact_secrets
 from clearmed.metrics import QuestionScore
 from clearmed.signatures.records import Decision
-from clearmed.signatures.sanitize import redact_secrets
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"

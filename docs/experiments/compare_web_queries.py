@@ -31,8 +31,8 @@ import dspy
 from clearmed.assemble import build_program, build_role_lms
 from clearmed.config import ClearmedConfig, load_config
 from clearmed.metrics import mcnemar_exact_p, score_decision, wilson_interval
-from clearmed.programs.settings import ProgramSettings
 from clearmed.signatures.records import Question
+from clearmed.signatures.records.settings import ProgramSettings
 
 MODES: tuple[str, ...] = get_args(ProgramSettings.model_fields["web_query"].annotation)
 
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--modes: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
 
     from clearmed.benchmarks import load_benchmark
-    from clearmed.commands.evaluate import shared_source
+    from clearmed.cli.evaluate import shared_source
 
     questions = load_benchmark("medqa", source=shared_source("medqa"), limit=args.limit, seed=args.seed).questions
     config = load_config(args.config)

@@ -20,11 +20,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from clearmed.assemble import build_clear
 from clearmed.benchmarks import load_benchmark
-from clearmed.commands.evaluate import shared_source
+from clearmed.cli.evaluate import shared_source
 from clearmed.config import load_config
-from clearmed.programs import RunContext, activate
-from clearmed.retrieval.quality import prior_assessment, prior_features
-from clearmed.retrieval.query import build_query
+from clearmed.programs.lm.context import RunContext, activate
+from clearmed.programs.pathways.web_query import build_query
+from clearmed.retrieval.priors import prior_assessment, prior_features
 
 
 def main() -> None:

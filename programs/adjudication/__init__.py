@@ -9,12 +9,12 @@ tests/test_layers.py keeps the heavy packages out, and tests/programs/test_kerne
 DSPy.
 """
 
-from clearmed.programs.adjudication.procedure import adjudicate
-from clearmed.programs.adjudication.proceedings import (
+from clearmed.programs.adjudication.actions import (
     ALL_MECHANISMS,
     Adjudicated,
     AdjudicationActions,
     Mechanisms,
 )
+from clearmed.programs.adjudication.procedure import adjudicate
 
 __all__ = ["ALL_MECHANISMS", "Adjudicated", "AdjudicationActions", "Mechanisms", "adjudicate"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
-from clearmed.programs.adjudication.proceedings import Adjudicated, AdjudicationActions, Proceedings
+from clearmed.programs.adjudication.actions import Adjudicated, AdjudicationActions, Proceedings
 from clearmed.programs.adjudication.rules import (
     audit_accepts,
     audit_evidence_quality,

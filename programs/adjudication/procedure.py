@@ -8,14 +8,14 @@ and replay starts from.
 
 from __future__ import annotations
 
-from clearmed.programs.adjudication.contest import AUDIT, GUARD, audit_contest, guard_contest, run_contest
-from clearmed.programs.adjudication.proceedings import (
+from clearmed.programs.adjudication.actions import (
     ALL_MECHANISMS,
     Adjudicated,
     AdjudicationActions,
     Mechanisms,
     Proceedings,
 )
+from clearmed.programs.adjudication.contest import AUDIT, GUARD, audit_contest, guard_contest, run_contest
 from clearmed.programs.adjudication.rules import (
     answer_for_route,
     answered,

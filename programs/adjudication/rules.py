@@ -20,6 +20,7 @@ from clearmed.signatures.records import (
     GuardAssessment,
     OptionJudgment,
     PathwayName,
+    Question,
     Route,
     RuleId,
     SourceQuality,
@@ -277,3 +278,15 @@ def competing_answers(bundle: EvidenceBundle) -> list[tuple[PathwayName, Answer]
         if candidate.answer is not None and all(candidate.answer != answer for _, answer in seen):
             seen.append((candidate.pathway, candidate.answer))
     return seen
+
+
+def gate_accepts(answer: Answer | None, question: Question) -> bool:
+    """Single: exactly one valid letter. Multi: a non-empty set of valid letters. Free text: some text."""
+    if answer is None:
+        return False
+    if question.answer_mode == "free_text":
+        return bool(answer.text)
+    valid = set(question.options or {})
+    if not answer.letters or not set(answer.letters) <= valid:
+        return False
+    return question.answer_mode == "multi" or len(answer.letters) == 1

@@ -1,2 +1,3 @@
 """The LM judgements adjudication consumes (through `adjudication.AdjudicationActions`): the aggregation verifier,
-the follow-up search, the guard and audit assessments, the source-quality labels, and free-text agreement."""
+the guard and audit assessments, the source-quality labels, and free-text agreement. Each is one LM step and
+returns a typed record or a recorded error."""

@@ -6,11 +6,10 @@ from typing import Literal
 
 import dspy
 
-from clearmed.programs.lm.answers import answers_agree
-from clearmed.programs.lm.formatting import render_question
-from clearmed.programs.lm.results import AgreementResult
-from clearmed.programs.lm.run_context import current
-from clearmed.programs.lm.stage import run_stage
+from clearmed.programs.lm.context import current
+from clearmed.programs.lm.parsing import answers_agree
+from clearmed.programs.lm.prompting import render_question
+from clearmed.programs.lm.stage import AgreementResult, run_stage
 from clearmed.signatures.clear import JudgeAgreement
 from clearmed.signatures.records import Agreement, Answer, EvidenceBundle, PathwayName
 

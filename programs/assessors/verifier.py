@@ -5,12 +5,15 @@ from __future__ import annotations
 import dspy
 
 from clearmed.programs.adjudication.rules import answer_for_route, heuristic_verify
-from clearmed.programs.lm.answers import format_options, parse_answer
-from clearmed.programs.lm.evidence_view import render_dynamic_evidence, render_local_evidence
-from clearmed.programs.lm.formatting import format_candidates, render_question
-from clearmed.programs.lm.results import VerifierResult
-from clearmed.programs.lm.run_context import current
-from clearmed.programs.lm.stage import run_stage
+from clearmed.programs.lm.context import current
+from clearmed.programs.lm.parsing import format_options, parse_answer
+from clearmed.programs.lm.prompting import (
+    format_candidates,
+    render_dynamic_evidence,
+    render_local_evidence,
+    render_question,
+)
+from clearmed.programs.lm.stage import VerifierResult, run_stage
 from clearmed.signatures.clear import VerifyAggregate
 from clearmed.signatures.records import NEEDS_MORE_SEARCH, Agreement, EvidenceBundle, StepError, VerifierOutput
 

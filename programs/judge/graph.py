@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from clearmed.programs.judge.rules import cited_ids
+from clearmed.programs.judge.verdicts import cited_ids
 from clearmed.signatures.option_judge import EntityDraft, RelationDraft
 from clearmed.signatures.records import GraphCleanup, GraphEntity, GraphRelation, KnowledgeGraph, SemanticGroup
 

@@ -11,16 +11,15 @@ from __future__ import annotations
 import dspy
 
 from clearmed.programs.judge.graph import clean_graph
-from clearmed.programs.judge.rules import judge
 from clearmed.programs.judge.salvage import salvage
-from clearmed.programs.lm.answers import answer_format, format_options
-from clearmed.programs.lm.formatting import format_passages, render_question
-from clearmed.programs.lm.results import JudgeResult
-from clearmed.programs.lm.run_context import current
-from clearmed.programs.lm.stage import run_stage
-from clearmed.programs.settings import Stage
+from clearmed.programs.judge.verdicts import judge
+from clearmed.programs.lm.context import current
+from clearmed.programs.lm.parsing import answer_format, format_options
+from clearmed.programs.lm.prompting import format_passages, render_question
+from clearmed.programs.lm.stage import JudgeResult, run_stage
 from clearmed.signatures.option_judge import JudgeOptions, JudgeOptionsWithGraph
 from clearmed.signatures.records import JudgeMode, Passage, Question
+from clearmed.signatures.records.settings import Stage
 
 
 class OptionWiseJudge(dspy.Module):

@@ -10,7 +10,7 @@ import re
 from typing import TypeVar
 
 from clearmed.programs.judge.graph import clean_graph
-from clearmed.programs.judge.rules import cited_ids, judge
+from clearmed.programs.judge.verdicts import cited_ids, judge
 from clearmed.signatures.option_judge import EntityDraft, RelationDraft, VerdictDraft
 from clearmed.signatures.records import JudgeMode, OptionJudgment, Question, StepError
 

@@ -1,3 +1,3 @@
-"""The DSPy plumbing every LM step shares: one stage (`stage.py`: role LM, budget, usage row, recorded failure),
-the run context, the adapter's parse fallback, answer parsing, formatting for prompts, and the typed results the
-modules return to each other."""
+"""The DSPy plumbing every LM step shares: one stage and the typed results the steps hand each other (`stage`),
+the run context (`context`), what a prompt holds and how much of it fits (`prompting`), and reading what the model
+wrote (`parsing`)."""

@@ -1,7 +1,13 @@
-"""Running one LM step: the right LM for its role, its token budget, its usage row, and its failure.
+"""Running one LM step, and what the steps return to each other.
 
-Every predictor call in the program goes through `run_stage`, so a failing or unparseable LM step becomes
-a `StepError` in the trail (never a traceback) and every call is accounted for in the ledger.
+Every predictor call in the program goes through `run_stage`: the right LM for its role, its token budget, its
+usage row and its failure, so a failing or unparseable LM step becomes a `StepError` in the trail (never a
+traceback) and every call is accounted for in the ledger. `Shared` holds an evidence backend across DSPy's deep
+copies.
+
+What the modules hand each other are typed records (the `*Result` classes), never a `dspy.Prediction` with ad-hoc
+keys. Only the entry programs (`CLEAR`, `SinglePathway`) return a `dspy.Prediction`, because DSPy's optimizers
+and evaluators expect one.
 """
 
 from __future__ import annotations
@@ -9,21 +15,37 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 import dspy
 from dspy.utils.exceptions import LMTransportError
 from dspy.utils.usage_tracker import UsageTracker
+from pydantic import Field
 
 from clearmed.backbones.failures import as_overflow, classify
 from clearmed.backbones.reasoning import collect_thinking
-from clearmed.errors import FatalServiceError
-from clearmed.programs.lm.adapter import TolerantChatAdapter
-from clearmed.programs.lm.prompt_fit import PromptFit, estimate_tokens, fit_prompt, prompt_limit
-from clearmed.programs.lm.run_context import current
-from clearmed.programs.settings import Stage
-from clearmed.retries import count_retries
-from clearmed.signatures.records import CallUsage, ErrorKind, StepError
+from clearmed.core.errors import FatalServiceError
+from clearmed.core.retries import count_retries
+from clearmed.programs.lm.context import current
+from clearmed.programs.lm.parsing import TolerantChatAdapter
+from clearmed.programs.lm.prompting import PromptFit, estimate_tokens, fit_prompt, prompt_limit
+from clearmed.signatures.records import (
+    AdjudicationStep,
+    Agreement,
+    Answer,
+    CallUsage,
+    Candidate,
+    ErrorKind,
+    OptionJudgment,
+    Passage,
+    Record,
+    RuleId,
+    SearchPlan,
+    SourceQuality,
+    StepError,
+    VerifierOutput,
+)
+from clearmed.signatures.records.settings import Stage
 from clearmed.signatures.records.usage import THINKING_KEPT
 
 _MAX_MESSAGE = 300
@@ -284,3 +306,115 @@ def record_tool_call(
             credits=credits,
         )
     )
+
+
+T = TypeVar("T")
+
+
+class Shared(Generic[T]):
+    """Holds an evidence backend (a BM25 index, a search client) across `module.deepcopy()`.
+
+    Optimizers deep-copy programs many times; an index of a million passages must not be copied with them.
+    """
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Shared[T]:
+        return self
+
+    # A pickled program (`program.save(path, save_program=True)`) leaves its backend out, as it does its keys: an index,
+    # a search client and its cache hold connections, threads and locks that belong to a run, not to the program.
+    # A loaded program is wired to the config's backends again (`clearmed.assemble`).
+    def __getstate__(self) -> dict[str, object]:
+        return {"value": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.value = state["value"]  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Shared({type(self.value).__name__})"
+
+
+class PathwayResult(Record):
+    """A pathway's candidate, the evidence it read, and (dynamic) that evidence's quality labels."""
+
+    candidate: Candidate
+    passages: list[Passage] = Field(default_factory=list)
+    quality: SourceQuality = Field(default_factory=SourceQuality)
+    quality_error: StepError | None = None  # the quality assessment failed; labels came from priors or none
+    query_error: StepError | None = None  # the web-query LM step failed; the key-term query was searched
+
+    def query_writer_step(self) -> AdjudicationStep | None:
+        """The trail's record of a failed web-query writer (CLEAR's and the single-pathway programs' alike)."""
+        if self.query_error is None:
+            return None
+        return AdjudicationStep(
+            mechanism="pathways",
+            trigger="web query",
+            outcome=f"the query writer failed; key terms searched: {self.candidate.query or ''!r}",
+            error=self.query_error,
+        )
+
+
+class QualityResult(Record):
+    quality: SourceQuality
+    error: StepError | None = None
+
+
+class WebQueryResult(Record):
+    """The query a web search is sent: who made it, what it replaced or cut, and the LM step's error if it failed
+    (the key-term query then stood in)."""
+
+    query: str
+    source: Literal["question", "lm", "salient"]
+    replaced_chars: int | None = None  # the question's length, when the query is not the question itself
+    cut_chars: int | None = None  # a written query's length before it was cut to the backend's limit
+    error: StepError | None = None
+
+    def candidate_fields(self) -> dict[str, object]:
+        """The candidate's record of the query (its error goes to the trail, not the candidate)."""
+        return {
+            "query": self.query,
+            "query_source": self.source,
+            "query_replaced_chars": self.replaced_chars,
+            "query_cut_chars": self.cut_chars,
+        }
+
+
+class SearchResult(Record):
+    """Query-planned search: the pages kept, the plan, and an error when nothing was found."""
+
+    passages: list[Passage]
+    plan: SearchPlan
+    error: StepError | None = None
+    fallback: WebQueryResult | None = None  # the plan gave no sub-queries: this query was searched instead
+
+
+class JudgeResult(Record):
+    """The option-wise judgement (None when nothing usable came back) and the stage's error if any."""
+
+    judgment: OptionJudgment | None
+    error: StepError | None = None
+
+
+class AgreementResult(Record):
+    agreement: Agreement
+    error: StepError | None = None  # the LM judgement failed; the normaliser's agreement stands
+
+
+class VerifierResult(Record):
+    output: VerifierOutput
+    rule: RuleId
+
+
+class GateResult(Record):
+    """The format gate: an answer parsed in Python or mapped onto the options by the LM, or None."""
+
+    answer: Answer | None
+    error: StepError | None = None
+
+
+class ResponseResult(Record):
+    response: str | None
+    error: StepError | None = None

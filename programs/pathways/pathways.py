@@ -15,22 +15,29 @@ from collections.abc import Sequence
 
 import dspy
 
-from clearmed.programs.assessors.quality import SourceQualityAssessor, label_passages
+from clearmed.programs.assessors.source_quality import SourceQualityAssessor, label_passages
 from clearmed.programs.judge.judge import OptionWiseJudge
-from clearmed.programs.lm.answers import answer_format, format_options
-from clearmed.programs.lm.formatting import format_passages, render_question
-from clearmed.programs.lm.results import JudgeResult, PathwayResult, QualityResult, SearchResult, WebQueryResult
-from clearmed.programs.lm.run_context import current
-from clearmed.programs.lm.shared import Shared
-from clearmed.programs.lm.stage import StageResult, lm_name, record_tool_call, run_stage
+from clearmed.programs.lm.context import current
+from clearmed.programs.lm.parsing import answer_format, format_options
+from clearmed.programs.lm.prompting import format_passages, render_question
+from clearmed.programs.lm.stage import (
+    JudgeResult,
+    PathwayResult,
+    QualityResult,
+    SearchResult,
+    Shared,
+    StageResult,
+    WebQueryResult,
+    lm_name,
+    record_tool_call,
+    run_stage,
+)
 from clearmed.programs.pathways.evidence_search import evidence_failure, reid, search_web
-from clearmed.programs.pathways.option_scoring import run_scored_stage
 from clearmed.programs.pathways.qpis import QueryPlannedSearch
-from clearmed.programs.pathways.web_query import WebQueryWriter
-from clearmed.programs.settings import Stage
-from clearmed.programs.task_adapters import FormatGate, resolve_answer
+from clearmed.programs.pathways.scored_answer import run_scored_stage
+from clearmed.programs.pathways.task_adapters import FormatGate, resolve_answer
+from clearmed.programs.pathways.web_query import WebQueryWriter, build_query
 from clearmed.retrieval.base import Retriever, WebSearch
-from clearmed.retrieval.query import build_query
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import (
     Answer,
@@ -43,6 +50,7 @@ from clearmed.signatures.records import (
     StepError,
     top_options,
 )
+from clearmed.signatures.records.settings import Stage
 
 
 def _candidate_from(

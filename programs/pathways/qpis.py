@@ -20,15 +20,13 @@ from collections.abc import Sequence
 
 import dspy
 
-from clearmed.programs.lm.answers import format_options
-from clearmed.programs.lm.formatting import format_passages
-from clearmed.programs.lm.results import SearchResult, WebQueryResult
-from clearmed.programs.lm.run_context import current
-from clearmed.programs.lm.stage import run_stage
+from clearmed.programs.lm.context import current
+from clearmed.programs.lm.parsing import format_options
+from clearmed.programs.lm.prompting import format_passages
+from clearmed.programs.lm.stage import SearchResult, WebQueryResult, run_stage
 from clearmed.programs.pathways.evidence_search import reid, search_web
-from clearmed.programs.pathways.web_query import WebQueryWriter, fit_query
+from clearmed.programs.pathways.web_query import WebQueryWriter, fit_query, without_option_letters
 from clearmed.retrieval.base import WebSearch
-from clearmed.retrieval.query import without_option_letters
 from clearmed.signatures.qpis import CheckEvidence, PlanSubqueries
 from clearmed.signatures.records import Passage, Question, SearchPlan, SearchRound
 

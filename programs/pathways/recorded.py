@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import dspy
 
-from clearmed.programs.lm.results import PathwayResult
+from clearmed.programs.lm.stage import PathwayResult
 from clearmed.signatures.records import Candidate, PathwayName, Question, StepError
 
 

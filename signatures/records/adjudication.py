@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from clearmed.core.sanitize import redact_secrets
 from clearmed.signatures.records.base import Confidence, PathwayName, Record
 from clearmed.signatures.records.candidates import Agreement, EvidenceBundle, VerifierOutput
 from clearmed.signatures.records.question import Answer
 from clearmed.signatures.records.removed import REMOVED_THRESHOLDS, migrate_decision, refuse_removed
 from clearmed.signatures.records.routes import Mechanism, Route, RuleId
 from clearmed.signatures.records.usage import CallUsage, StepError
-from clearmed.signatures.sanitize import redact_secrets
 
 
 class GuardAssessment(Record):

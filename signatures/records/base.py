@@ -12,6 +12,8 @@ PATHWAYS: tuple[PathwayName, ...] = ("parametric", "local", "dynamic")
 QualityLabel = Literal["high", "medium", "low"]
 # Who labelled the dynamic evidence: the LLM, the domain/content priors standing in, or nobody (all low).
 QualityOrigin = Literal["llm", "prior", "none"]
+# A free-text judge's verdict (signatures/grading.py asks for it; metrics/ scores it).
+GradeVerdict = Literal["correct", "partially_correct", "incorrect"]
 Confidence = Literal["high", "medium", "low"]
 # Quality labels are ordered: passage filters and label ceilings compare them by rank.
 QUALITY_RANK: dict[QualityLabel, int] = {"low": 0, "medium": 1, "high": 2}

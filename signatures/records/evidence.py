@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field, computed_field, field_serializer, field_validator, model_validator
 
+from clearmed.core.sanitize import clean_text
 from clearmed.signatures.records.base import QualityLabel, QualityOrigin, Record
-from clearmed.signatures.sanitize import clean_text
 
 
 class Provenance(Record):

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from clearmed.core.sanitize import clean_text
 from clearmed.signatures.records.base import AnswerMode, MetadataValue, Record
-from clearmed.signatures.sanitize import clean_text
 
 _LETTER = re.compile(r"^[A-Z]$")
 

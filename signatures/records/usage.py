@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from clearmed.core.sanitize import redact_secrets
 from clearmed.signatures.records.base import Record
-from clearmed.signatures.sanitize import redact_secrets
 
 ErrorKind = Literal[
     "lm_error",

@@ -23,7 +23,8 @@ from typing import Literal
 
 import requests
 
-from clearmed.backbones import PACKAGED_MODELS, parse_backbone, resolve_model_path
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.model_files import PACKAGED_MODELS, resolve_model_path
 from clearmed.testing import QuietHTTPServer
 
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")

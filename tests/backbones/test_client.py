@@ -11,9 +11,13 @@ import dspy
 import pytest
 from dspy.clients import execution
 
-from clearmed.backbones import build_lm, client, collect_thinking, fatal_lm_error, parse_backbone
-from clearmed.errors import FatalServiceError
-from clearmed.retries import count_retries
+from clearmed.backbones import client
+from clearmed.backbones.client import fatal_lm_error
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.factory import build_lm
+from clearmed.backbones.reasoning import collect_thinking
+from clearmed.core.errors import FatalServiceError
+from clearmed.core.retries import count_retries
 
 from .fake_openai import (
     ANSWER,

@@ -9,14 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clearmed.backbones import (
-    BackboneConfig,
-    ConfigError,
-    format_validation_error,
-    is_openai_reasoning_model,
-    parse_backbone,
-    parse_backbones,
-)
+from clearmed.backbones.config import BackboneConfig, is_openai_reasoning_model, parse_backbone, parse_backbones
+from clearmed.backbones.errors import ConfigError, format_validation_error
 
 SOURCE = "configs/x.toml"
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from clearmed.backbones import build_lm, context_window, parse_backbone, served_context_window
-from clearmed.backbones.context_window import served_window
-from clearmed.retries import count_retries
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.context_window import context_window, served_context_window, served_window
+from clearmed.backbones.factory import build_lm
+from clearmed.core.retries import count_retries
 
 from .fake_openai import ScriptedOpenAI
 from .replay_server import REPLIES, ReplayServer, Reply

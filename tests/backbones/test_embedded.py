@@ -12,7 +12,8 @@ import dspy
 import pytest
 from dspy.lm15 import ImagePart, Message, Request, TextPart
 
-from clearmed.backbones import AsyncLlamaCppEngine, LlamaCppEngine, llama_runtime
+from clearmed.backbones import llama_runtime
+from clearmed.backbones.embedded import AsyncLlamaCppEngine, LlamaCppEngine
 from clearmed.backbones.llama_runtime import LlamaLoadArgs
 
 from .conftest import FakeLlama, FakeLoader

@@ -14,17 +14,13 @@ from typing import Any
 import dspy
 import pytest
 
-from clearmed.backbones import (
-    BackboneConfig,
-    ClearmedLM,
-    ConfigError,
-    LlamaCppEngine,
-    build_lm,
-    lm_label,
-    parse_backbone,
-)
 from clearmed.backbones import factory as factory_module
-from clearmed.programs.lm.run_context import supports_concurrency
+from clearmed.backbones.client import ClearmedLM
+from clearmed.backbones.config import BackboneConfig, parse_backbone
+from clearmed.backbones.embedded import LlamaCppEngine
+from clearmed.backbones.errors import ConfigError
+from clearmed.backbones.factory import build_lm, lm_label
+from clearmed.programs.lm.context import supports_concurrency
 from clearmed.testing import QuietHTTPServer
 
 from .conftest import FakeLoader

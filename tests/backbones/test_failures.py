@@ -12,10 +12,12 @@ import dspy
 import pytest
 from dspy.clients import execution
 
-from clearmed.backbones import build_lm, client, parse_backbone
+from clearmed.backbones import client
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.factory import build_lm
 from clearmed.backbones.failures import ContextOverflowError, classify, read_overflow
-from clearmed.errors import FatalServiceError
-from clearmed.retries import count_retries
+from clearmed.core.errors import FatalServiceError
+from clearmed.core.retries import count_retries
 
 from .replay_server import REPLIES, ReplayServer, Reply
 

@@ -12,9 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 
-from clearmed.backbones import build_lm, context_window, parse_backbone, served_context_window
-from clearmed.errors import FatalServiceError
-from clearmed.retries import RetryTally, count_retries
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.context_window import context_window, served_context_window
+from clearmed.backbones.factory import build_lm
+from clearmed.core.errors import FatalServiceError
+from clearmed.core.retries import RetryTally, count_retries
 
 from .llama_server import LlamaServer, ThrottlingProxy, llama_server_available
 

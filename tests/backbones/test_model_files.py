@@ -10,8 +10,15 @@ from typing import Any
 
 import pytest
 
-from clearmed.backbones import BackboneConfig, ModelFileError, PackagedModel, resolve_model_path
-from clearmed.backbones.model_files import PACKAGED_MODELS, assemble_packaged_model, default_model_cache_dir
+from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.model_files import (
+    PACKAGED_MODELS,
+    ModelFileError,
+    PackagedModel,
+    assemble_packaged_model,
+    default_model_cache_dir,
+    resolve_model_path,
+)
 
 CHUNKS = (b"GGUF-part-one|", b"part-two|", b"part-three")
 WHOLE = b"".join(CHUNKS)

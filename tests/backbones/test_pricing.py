@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from clearmed.backbones import TokenPrice, cost_usd, parse_backbone, price_of
+from clearmed.backbones.config import TokenPrice, parse_backbone
+from clearmed.backbones.pricing import cost_usd, price_of
 
 
 def hosted(model: str, **table: Any) -> Any:

@@ -7,7 +7,9 @@ import importlib.util
 import dspy
 import pytest
 
-from clearmed.backbones import PACKAGED_MODELS, build_lm, parse_backbone
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.factory import build_lm
+from clearmed.backbones.model_files import PACKAGED_MODELS
 
 pytestmark = pytest.mark.slow
 

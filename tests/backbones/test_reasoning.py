@@ -9,8 +9,8 @@ import dspy
 import pytest
 from dspy.lm15 import Message, Request, Response, TextPart, Usage
 
-from clearmed.backbones import ClearmedLM, collect_thinking, split_thinking
-from clearmed.backbones.client import strip_thinking
+from clearmed.backbones.client import ClearmedLM, strip_thinking
+from clearmed.backbones.reasoning import collect_thinking, split_thinking
 
 
 @pytest.mark.parametrize(

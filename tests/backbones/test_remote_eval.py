@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.evaluation import read_records
 from clearmed.evaluation.degraded import step_errors
 from clearmed.evaluation.store import DEGRADED

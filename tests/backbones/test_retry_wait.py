@@ -18,7 +18,7 @@ from dspy.utils.exceptions import LMRateLimitError
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.factory import build_lm
 from clearmed.backbones.retry_wait import MAX_RETRY_WAIT_S, lm_retry_delay, server_hint_s
-from clearmed.retries import JITTER_S, backoff_delay, count_retries, note_retry, retry_hint_s
+from clearmed.core.retries import JITTER_S, backoff_delay, count_retries, note_retry, retry_hint_s
 
 
 def test_backoff_without_a_hint_doubles_with_jitter_and_is_capped() -> None:

@@ -15,7 +15,7 @@ import requests
 
 from clearmed.backbones.embedded import LlamaCppEngine
 from clearmed.backbones.llama_runtime import LlamaLoadArgs, SharedModel, fallback_token_counter
-from clearmed.backbones.scoring import (
+from clearmed.backbones.logprobs import (
     MAX_TOP_LOGPROBS,
     NextTokenScores,
     OpenAICompatibleScorer,
@@ -23,7 +23,7 @@ from clearmed.backbones.scoring import (
     probe_capabilities,
     scorer_for,
 )
-from clearmed.errors import FatalServiceError
+from clearmed.core.errors import FatalServiceError
 from clearmed.testing import JsonHandler, QuietHTTPServer
 
 from .conftest import ChatTemplateError, render_as_vllm

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from clearmed.backbones import scoring
-from clearmed.backbones.scoring import OpenAICompatibleScorer, ScoringError
-from clearmed.errors import FatalServiceError
-from clearmed.retries import count_retries
+from clearmed.backbones import logprobs as scoring
+from clearmed.backbones.logprobs import OpenAICompatibleScorer, ScoringError
+from clearmed.core.errors import FatalServiceError
+from clearmed.core.retries import count_retries
 
 from .replay_server import REPLIES, ReplayServer, Reply
 

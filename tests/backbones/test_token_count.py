@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.backbones import build_lm, parse_backbone
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.factory import build_lm
 from clearmed.backbones.token_count import ServerTokenCounter
 
 from .replay_server import REPLIES, ReplayServer, Reply

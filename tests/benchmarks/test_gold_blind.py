@@ -17,7 +17,8 @@ import dspy
 import pytest
 
 from clearmed.benchmarks import BenchmarkDataError, available_benchmarks, benchmark_info, load_benchmark
-from clearmed.programs import answer_format, format_options, render_question
+from clearmed.programs.lm.parsing import answer_format, format_options
+from clearmed.programs.lm.prompting import render_question
 from clearmed.signatures.clear import AnswerFromKnowledge
 from clearmed.signatures.records import Question
 

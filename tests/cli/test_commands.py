@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from clearmed import assemble
-from clearmed.cli import main, parse_options
-from clearmed.demo_bundle import demo_question
-from clearmed.errors import UsageError
+from clearmed.cli.main import main, parse_options
+from clearmed.core.errors import UsageError
+from clearmed.demo import demo_question
 from clearmed.signatures.records import Decision
 from clearmed.testing import ScriptedCall, label_all, scripted_lm, verifier_reply
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from clearmed.config import load_config
-from clearmed.demo_bundle import demo_questions
+from clearmed.demo import demo_questions
 from clearmed.testing import scripted_lm
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from clearmed import cli
 from clearmed.backbones.engine_build import REINSTALL_COMMAND
 from clearmed.backbones.selfcheck import EngineProbe
-from clearmed.commands import doctor
+from clearmed.cli import doctor
+from clearmed.cli import main as cli
 from clearmed.testing import JsonHandler, QuietHTTPServer, demo_config_toml
 
 SECRET = "sk-doctor-0123456789abcdef"

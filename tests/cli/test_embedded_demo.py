@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.signatures.records import Decision
 
 pytestmark = pytest.mark.slow

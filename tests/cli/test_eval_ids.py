@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.commands.evaluate import _load_questions
-from clearmed.errors import UsageError
+from clearmed.cli.evaluate import _load_questions
+from clearmed.core.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 
 from clearmed import assemble
 from clearmed.backbones.client import ClearmedLM
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.evaluation import read_records
 from clearmed.testing import ScriptedEngine, _AsyncScriptedEngine, demo_config_toml, verifier_reply
 

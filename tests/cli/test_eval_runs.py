@@ -13,7 +13,7 @@ from dspy import lm15
 
 from clearmed import assemble
 from clearmed.backbones.client import ClearmedLM
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.evaluation import read_records
 from clearmed.testing import (
     UNREACHABLE_BACKBONE,
@@ -157,10 +157,10 @@ def test_estimate_from_stored_runs_and_from_a_pilot(
 def test_the_remote_configs_run_questions_concurrently_and_pathways_in_parallel(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from clearmed.backbones import build_lm
+    from clearmed.backbones.factory import build_lm
     from clearmed.config import load_config
     from clearmed.programs.clear import CLEAR
-    from clearmed.programs.lm.run_context import RunContext
+    from clearmed.programs.lm.context import RunContext
     from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
     from clearmed.testing import LOCAL, WEB
 

@@ -9,21 +9,21 @@ import types
 
 import pytest
 
-from clearmed import cli
-from clearmed.cli import COMMANDS, build_parser, main
+from clearmed.cli import main as cli
+from clearmed.cli.main import COMMANDS, build_parser, main
 
 # What `clearmed ask` must not pay for before it loads its own program: the tuner, the plots, the HTML report.
 HEAVY = ("optuna", "matplotlib", "jinja2", "dspy")
 
 _PROBE = """
 import json, sys
-from clearmed.cli import main
+from clearmed.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit:
     pass
 heavy = [name for name in {heavy!r} if name in sys.modules]
-commands = [name for name in sys.modules if name.startswith("clearmed.commands.")]
+commands = [name for name in sys.modules if name.startswith("clearmed.cli.") and name != "clearmed.cli.main"]
 sys.stderr.write(json.dumps({{"heavy": heavy, "commands": commands}}) + "\\n")
 """
 
@@ -45,7 +45,7 @@ def test_the_parser_ask_help_and_a_usage_error_import_no_heavy_module(argv: tupl
 
 def test_a_chosen_command_loads_its_own_module_only() -> None:
     loaded = _modules_loaded_by("report", "--help")
-    assert loaded["commands"] == ["clearmed.commands.report"]
+    assert loaded["commands"] == ["clearmed.cli.report"]
     assert "optuna" not in loaded["heavy"]
 
 

@@ -17,7 +17,7 @@ from clearmed.evaluation import EvalRecord, RunManifest
 from clearmed.metrics import score_decision
 from clearmed.retrieval.memory import web_passage
 from clearmed.signatures.records import Decision, Provenance, Thresholds
-from clearmed.synthetic_run import write_synthetic_run
+from clearmed.testing.synthetic_run import write_synthetic_run
 
 # A variant that is stricter about overriding: on the 16 synthetic questions it gains one and loses two.
 STRICT = Thresholds(guard_min_high=3, audit_min_high=2)
@@ -136,7 +136,7 @@ def report_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def report_dir(report_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One report of all three runs (written once: the tests only read it)."""
-    from clearmed.evaluation.html_report import write_html_report
+    from clearmed.report.html_report import write_html_report
 
     out = tmp_path_factory.mktemp("report") / "report"
     write_html_report([report_runs["paper"], report_runs["strict"], report_runs["hostile"]], out)

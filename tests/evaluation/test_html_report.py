@@ -11,13 +11,13 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from clearmed import assemble
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.evaluation import read_records
 from clearmed.evaluation.compare import ComparedRun, _correct, paired_comparisons
-from clearmed.evaluation.html_report import environment, load_run_views, write_html_report
-from clearmed.evaluation.html_views import candidate_view, page_name, question_page
-from clearmed.evaluation.report import summarize
 from clearmed.evaluation.store import RunStore
+from clearmed.evaluation.summary import summarize
+from clearmed.report.html_report import environment, load_run_views, write_html_report
+from clearmed.report.html_views import candidate_view, page_name, question_page
 from clearmed.signatures.records import Candidate
 from clearmed.testing import label_all, scripted_lm, verifier_reply
 
@@ -258,7 +258,7 @@ def test_eval_writes_a_report_and_a_failed_report_is_only_a_warning(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    from clearmed.evaluation import html_report
+    from clearmed.report import html_report
 
     monkeypatch.setattr(html_report, "write_html_report", broken)
     assert main(["eval", "--benchmark", "demo", "--limit", "3", "--run-dir", str(tmp_path / "run2")]) == 0
@@ -339,7 +339,7 @@ def test_failed_unparsed_and_free_text_questions_have_pages(tmp_path: Path) -> N
 
 
 def test_only_web_addresses_become_links_and_long_text_is_folded() -> None:
-    from clearmed.evaluation.html_views import fold, safe_href
+    from clearmed.report.html_views import fold, safe_href
 
     assert safe_href("https://www.nih.gov/a?b=1") == "https://www.nih.gov/a?b=1"
     for bad in (
@@ -357,7 +357,7 @@ def test_only_web_addresses_become_links_and_long_text_is_folded() -> None:
 
 
 def test_a_missing_chromium_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from clearmed.evaluation import headless
+    from clearmed.report import headless
 
     monkeypatch.setattr(headless.shutil, "which", lambda name: None)
     assert headless.find_chromium() is None

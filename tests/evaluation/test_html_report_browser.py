@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from clearmed.evaluation import read_records
-from clearmed.evaluation.headless import dump_dom, find_chromium
-from clearmed.evaluation.html_views import page_name
+from clearmed.report.headless import dump_dom, find_chromium
+from clearmed.report.html_views import page_name
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="Chromium is not installed (apt-get install chromium)")
 

@@ -21,7 +21,7 @@ from clearmed.evaluation.recorded import (
 )
 from clearmed.retrieval.corpus import CorpusError, shared_data_root
 from clearmed.signatures.records import Question
-from clearmed.synthetic_run import write_synthetic_run
+from clearmed.testing.synthetic_run import write_synthetic_run
 
 
 def _shared_mirage() -> Path:

@@ -16,16 +16,16 @@ from dspy import lm15
 
 from clearmed.backbones.client import ClearmedLM
 from clearmed.config import parse_config
-from clearmed.errors import FatalServiceError
+from clearmed.core.errors import FatalServiceError
 from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
-from clearmed.evaluation.report import comparison_table, details_markdown
 from clearmed.evaluation.runner import BudgetReached
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import DEGRADED, read_set_aside_degraded
+from clearmed.evaluation.summary import comparison_table, details_markdown
 from clearmed.programs.clear import CLEAR
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
 from clearmed.signatures.records import Question
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import (
     LOCAL,
     QUESTION,
@@ -281,7 +281,7 @@ def test_with_threads_the_budget_is_overshot_by_at_most_the_questions_in_flight(
 
 
 def test_a_budget_needs_every_backbone_priced(tmp_path: Path) -> None:
-    from clearmed.errors import UsageError
+    from clearmed.core.errors import UsageError
 
     hosted = parse_config(
         {"backbones": {"main": {"kind": "hosted", "model": "openai/no-such-model", "api_key_env": "OPENAI_API_KEY"}}},
@@ -341,7 +341,7 @@ def test_a_run_from_before_the_operational_digest_resumes_after_a_changed_timeou
 
 
 def test_the_summary_counts_dollars_credits_and_retries_per_stage(tmp_path: Path) -> None:
-    from clearmed.retries import note_credits, note_retry
+    from clearmed.core.retries import note_credits, note_retry
 
     class MeteredSearch(InMemoryWebSearch):
         """An in-memory search that retries once and bills 2 credits, as an advanced Tavily search does."""

@@ -10,10 +10,10 @@ import pytest
 
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
-from clearmed.evaluation.report import comparison_table, details_markdown, write_plots
 from clearmed.evaluation.store import UnreadableResultWarning, UnwritableRecordError, scan_results
-from clearmed.programs.settings import ProgramSettings
+from clearmed.evaluation.summary import comparison_table, details_markdown, write_plots
 from clearmed.signatures.records import Question
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
 
 CONFIG = parse_config(

@@ -44,7 +44,7 @@ def test_letter_prior_shows_positional_bias() -> None:
 
 def test_pathway_worth_reports_the_chance_oracle_and_calibration() -> None:
     from clearmed.evaluation.pathway_worth import pathway_worth
-    from clearmed.programs import ProgramSettings
+    from clearmed.signatures.records.settings import ProgramSettings
     from clearmed.testing import QUESTION, build_toy_program, label_all, verifier_reply
 
     scores = {

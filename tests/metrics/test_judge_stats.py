@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from clearmed.metrics import judge_stats, judge_table
-from clearmed.programs.settings import ProgramSettings
 from clearmed.signatures.records import Decision
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import QUESTION, ScriptValue, build_toy_program, label_all, pathway_replies, verifier_reply
 
 
@@ -69,8 +69,8 @@ def test_no_judge_no_stats() -> None:
 
 
 def test_run_summary_reports_judge_and_qpis_sections() -> None:
-    from clearmed.evaluation.report import details_markdown, summarize
     from clearmed.evaluation.store import EvalRecord, RunManifest
+    from clearmed.evaluation.summary import details_markdown, summarize
     from clearmed.signatures.records import SearchPlan, SearchRound
 
     decision = judged([("A", "supported", ["L1"])], "grounded", "A")

@@ -67,7 +67,7 @@ def test_worth_by_route_counts_the_program_and_each_pathway_and_the_net_against_
 
 
 def test_the_route_table_in_the_report_nets_gains_against_direct() -> None:
-    from clearmed.evaluation.report import _routes_markdown
+    from clearmed.evaluation.summary import _routes_markdown
 
     worth = pathway_worth([decided("B", "A", "C", "keep_local"), decided("A", "A", "C", "consensus")])
     assert worth is not None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.synthetic_run import write_synthetic_run
+from clearmed.testing.synthetic_run import write_synthetic_run
 
 
 @pytest.fixture(scope="session")

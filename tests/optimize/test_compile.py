@@ -9,9 +9,9 @@ import dspy
 import pytest
 
 from clearmed import assemble
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.config import load_config
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.optimize.artifacts import apply_artifact, load_artifact, new_manifest, write_artifact
 from clearmed.optimize.compiling import (
     CompileLMs,
@@ -26,9 +26,9 @@ from clearmed.optimize.compiling import (
 )
 from clearmed.optimize.splits import UsedIds
 from clearmed.programs.clear import CLEAR
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
 from clearmed.signatures.records import Question, Thresholds
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import LOCAL, QUESTION, WEB, ScriptedCall, label_all, pathway_replies, verifier_reply
 
 from .echo_lm import EchoEngine, echo_lm
@@ -309,8 +309,8 @@ def test_examples_carry_the_question_as_the_only_input() -> None:
 
 def test_compile_selects_train_and_val_from_a_real_benchmark_file(shared_data: Path, tmp_path: Path) -> None:
     # Goes through eval's question loader with compile's own arguments (a missing flag once crashed real runs).
-    from clearmed.cli import build_parser
-    from clearmed.commands.compile import _select
+    from clearmed.cli.compile import _select
+    from clearmed.cli.main import build_parser
 
     held = tmp_path / "held.txt"
     held.write_text("medqa:dev:48\n")

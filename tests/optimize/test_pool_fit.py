@@ -131,7 +131,7 @@ def test_tune_fits_the_weights_on_train_records_only() -> None:
 def test_tune_prints_and_stores_the_fit(
     synthetic_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from clearmed.cli import main
+    from clearmed.cli.main import main
     from clearmed.evaluation.store import EvalRecord
 
     run = tmp_path / "run"

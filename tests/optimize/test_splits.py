@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
 from clearmed.optimize.splits import question_key, seeded_split, without_repeats_of
 from clearmed.signatures.records import Question
 
@@ -142,8 +142,8 @@ def test_compiling_with_the_test_file_held_out_draws_no_twin_of_a_test_question(
 
 
 def test_compile_with_the_test_file_excluded_draws_no_twin_of_a_test_question(mmlu_pool: list[Question]) -> None:
-    from clearmed.cli import build_parser
-    from clearmed.commands.compile import _select
+    from clearmed.cli.compile import _select
+    from clearmed.cli.main import build_parser
 
     test_file = SPLITS / "mmlu-medical-test-ids.txt"
     argv = ["compile", "--optimizer", "bootstrap", "--benchmark", "mmlu-medical", "--source", "shared"]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.evaluation.store import EvalRecord
 from clearmed.optimize.teacher_traces import ANALYSIS, SftExample, export_sft, rejection
-from clearmed.programs.settings import ProgramSettings
 from clearmed.signatures.records import Decision
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import QUESTION, ScriptValue, build_toy_program, label_all, pathway_replies, verifier_reply
 
 ENTITIES = [

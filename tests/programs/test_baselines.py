@@ -6,9 +6,9 @@ import dspy
 import pytest
 
 from clearmed.programs.baselines import SinglePathway
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
 from clearmed.signatures.records import Decision, Question
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import LOCAL, QUESTION, WEB, label_all, pathway_replies, scripted_lm
 
 SETTINGS = ProgramSettings(json_fallback=False)

@@ -92,8 +92,8 @@ def _generating_script(answer: str = "A") -> dict:
 def test_calibrated_mode_warns_once_per_run_and_records_why_it_fell_back() -> None:
     import warnings
 
-    from clearmed.programs import ProgramSettings
     from clearmed.programs.adjudication.calibrated import CalibratedFallbackWarning
+    from clearmed.signatures.records.settings import ProgramSettings
     from clearmed.testing import QUESTION, build_toy_program
 
     # A backbone without log-probabilities: every pathway generates, so nothing enters the pool.
@@ -115,8 +115,8 @@ def test_calibrated_mode_warns_once_per_run_and_records_why_it_fell_back() -> No
 def test_multi_answer_questions_always_fall_back_and_say_so() -> None:
     import warnings
 
-    from clearmed.programs import ProgramSettings
     from clearmed.programs.adjudication.calibrated import CalibratedFallbackWarning
+    from clearmed.signatures.records.settings import ProgramSettings
     from clearmed.testing import QUESTION, SCORED_CALIBRATED, build_toy_program
 
     multi = QUESTION.model_copy(update={"answer_mode": "multi", "gold_letters": ["A", "B"]})

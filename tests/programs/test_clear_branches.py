@@ -5,10 +5,10 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage
 from clearmed.signatures.records import Decision, Question, Thresholds
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import (
     FOLLOWUP_WEB,
     GUARD_ALL_TRUE,
@@ -706,7 +706,7 @@ def test_assessor_routing_survives_an_optimizer_reset_copy() -> None:
 
 @pytest.mark.parametrize(("serial", "parallel"), [(True, False), (False, True)])
 def test_auto_concurrency_follows_the_backend(serial: bool, parallel: bool) -> None:
-    from clearmed.programs.lm.run_context import RunContext
+    from clearmed.programs.lm.context import RunContext
 
     program, engine, _ = build_toy_program({}, settings=ProgramSettings(parallel_pathways="auto"))
     engine.serializes_calls = serial

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from clearmed.programs.pathways.qpis import in_turns, round_quota
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage
 from clearmed.signatures.records import Answer, Decision, Question
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import (
     GUARD_ALL_TRUE,
     QUESTION,

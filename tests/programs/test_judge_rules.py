@@ -6,7 +6,8 @@ import pytest
 
 from clearmed.programs.adjudication.rules import option_support
 from clearmed.programs.judge.graph import clean_graph, normalise_group
-from clearmed.programs.judge.rules import (
+from clearmed.programs.judge.salvage import parse_verdict_lines, raw_sections
+from clearmed.programs.judge.verdicts import (
     answer_from_verdicts,
     cited_ids,
     decide,
@@ -15,7 +16,6 @@ from clearmed.programs.judge.rules import (
     normalise_verdict,
     validate_verdicts,
 )
-from clearmed.programs.judge.salvage import parse_verdict_lines, raw_sections
 from clearmed.signatures.option_judge import EntityDraft, RelationDraft, VerdictDraft
 from clearmed.signatures.records import Answer, GraphEntity, KnowledgeGraph, OptionVerdict, Question
 

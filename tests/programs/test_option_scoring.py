@@ -6,10 +6,11 @@ import dspy
 import pytest
 
 from clearmed.optimize.replay import replay_decision
-from clearmed.programs import Mechanisms, ProgramSettings
-from clearmed.programs.pathways.option_scoring import ANSWER_MARKER, answer_first
+from clearmed.programs.adjudication import Mechanisms
+from clearmed.programs.pathways.scored_answer import ANSWER_MARKER, answer_first
 from clearmed.signatures.clear import AnswerFromEvidence
 from clearmed.signatures.records import Question, Thresholds
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import GUARD_ALL_TRUE, QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
 
 SCORED = ProgramSettings(json_fallback=False, parallel_pathways="off", mcq_decoding="score")
@@ -84,7 +85,7 @@ def test_replay_recomputes_the_calibrated_route_under_new_weights() -> None:
 
 
 def test_source_quality_from_priors_makes_no_lm_call() -> None:
-    from clearmed.retrieval.quality import QualityPriors
+    from clearmed.retrieval.priors import QualityPriors
 
     program, engine, _ = build_toy_program(
         SCRIPT, settings=CALIBRATED.model_copy(update={"source_quality": "priors"}), scores=SCORES
@@ -111,7 +112,7 @@ def test_multi_answer_questions_get_a_probability_per_option() -> None:
     def score(messages, prefix, candidates):  # per option: P(yes) from the asked option's letter
         import math
 
-        from clearmed.backbones.scoring import NextTokenScores
+        from clearmed.backbones.logprobs import NextTokenScores
 
         asked = messages[-1]["content"].rsplit("Is option ", 1)[1][0]
         p = yes[asked]
@@ -131,7 +132,7 @@ def test_multi_answer_yes_no_is_asked_where_its_answer_is_the_next_token() -> No
     # answer marker.
     import math
 
-    from clearmed.backbones.scoring import NextTokenScores
+    from clearmed.backbones.logprobs import NextTokenScores
 
     multi = Question(
         id="multi-2", text=QUESTION.text, options=QUESTION.options, answer_mode="multi", gold_letters=["A", "C"]

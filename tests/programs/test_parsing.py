@@ -7,9 +7,15 @@ from typing import Literal
 import dspy
 import pytest
 
-from clearmed.programs.lm.adapter import TolerantChatAdapter, normalise_bool, normalise_literal
-from clearmed.programs.lm.answers import answers_agree, parse_answer, parse_letters
-from clearmed.programs.task_adapters import gate_accepts
+from clearmed.programs.adjudication.rules import gate_accepts
+from clearmed.programs.lm.parsing import (
+    TolerantChatAdapter,
+    answers_agree,
+    normalise_bool,
+    normalise_literal,
+    parse_answer,
+    parse_letters,
+)
 from clearmed.signatures.records import ROUTE_TABLE as ROUTES
 from clearmed.signatures.records import Answer, Question
 from clearmed.testing import QUESTION

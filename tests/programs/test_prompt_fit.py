@@ -7,8 +7,7 @@ import dspy
 import pytest
 
 from clearmed.evaluation.degraded import degraded_stages
-from clearmed.programs.lm.formatting import format_passages, passage_blocks
-from clearmed.programs.lm.prompt_fit import fit_prompt, prompt_limit
+from clearmed.programs.lm.prompting import fit_prompt, format_passages, passage_blocks, prompt_limit
 from clearmed.programs.lm.stage import context_window
 from clearmed.signatures.records import CallUsage, Decision
 from clearmed.testing import LOCAL, QUESTION, WEB, build_toy_program, label_all, pathway_replies, verifier_reply

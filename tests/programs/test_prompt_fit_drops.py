@@ -9,11 +9,9 @@ import dspy
 
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, run_evaluation
-from clearmed.evaluation.html_report import write_html_report
-from clearmed.programs.lm.evidence_view import render_dynamic_evidence, render_local_evidence
-from clearmed.programs.lm.prompt_fit import fit_prompt, prompt_limit
-from clearmed.programs.lm.run_context import RunContext, activate
-from clearmed.programs.settings import ProgramSettings
+from clearmed.programs.lm.context import RunContext, activate
+from clearmed.programs.lm.prompting import fit_prompt, prompt_limit, render_dynamic_evidence, render_local_evidence
+from clearmed.report.html_report import write_html_report
 from clearmed.signatures.records import (
     Answer,
     Candidate,
@@ -22,6 +20,7 @@ from clearmed.signatures.records import (
     Passage,
     Provenance,
 )
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
 
 TEXT = "thyroid hormone replacement dosing in older adults with cardiac disease " * 12

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from clearmed.benchmarks import load_benchmark
 from clearmed.programs.baselines import SinglePathway
-from clearmed.programs.settings import ProgramSettings
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import build_toy_program, label_all, scripted_lm, verifier_reply
 
 HEALTHBENCH = Path(__file__).parents[1] / "benchmarks" / "fixtures" / "healthbench" / "hard.jsonl"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs.lm.run_context import NoRunContext, RunContext, activate, current
+from clearmed.programs.lm.context import NoRunContext, RunContext, activate, current
 
 
 def test_current_is_the_active_context_and_raises_outside_a_run() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dspy
 
-from clearmed.programs.lm.shared import Shared
+from clearmed.programs.lm.stage import Shared
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
 
 SCRIPT = {

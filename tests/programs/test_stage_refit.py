@@ -14,13 +14,14 @@ from typing import Any
 import dspy
 import pytest
 
-from clearmed.backbones import build_lm, client, parse_backbone
-from clearmed.programs.lm.adapter import TolerantChatAdapter
-from clearmed.programs.lm.formatting import format_passages, passage_blocks
-from clearmed.programs.lm.prompt_fit import estimate_tokens
-from clearmed.programs.lm.run_context import RunContext, activate
+from clearmed.backbones import client
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.factory import build_lm
+from clearmed.programs.lm.context import RunContext, activate
+from clearmed.programs.lm.parsing import TolerantChatAdapter
+from clearmed.programs.lm.prompting import estimate_tokens, format_passages, passage_blocks
 from clearmed.programs.lm.stage import StageResult, _prompt_text, run_stage
-from clearmed.programs.settings import ProgramSettings
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import LOCAL, WEB
 from tests.backbones.replay_server import REPLIES, ReplayServer, Reply
 

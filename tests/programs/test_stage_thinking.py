@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clearmed.backbones import ClearmedLM
+from clearmed.backbones.client import ClearmedLM
 from clearmed.signatures.records import CallUsage, Decision
 from clearmed.signatures.records.usage import THINKING_KEPT
 from clearmed.testing import (

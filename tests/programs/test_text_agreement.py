@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs.assessors.text_agreement import (
+from clearmed.programs.adjudication.text_agreement import (
     AGREEMENT_THRESHOLD,
     SHORT_ANSWER_CONCEPTS,
     WORDING_TOLERANCE_FROM,
@@ -117,7 +117,7 @@ def test_near_misses_disagree(first: str, second: str) -> None:
 
 
 def test_pathway_answers_agree_by_concepts() -> None:
-    from clearmed.programs.lm.answers import answers_agree
+    from clearmed.programs.lm.parsing import answers_agree
     from clearmed.signatures.records import Answer
 
     first, second = PARAPHRASES[0]  # a sorted bag of words kept these apart
@@ -138,7 +138,7 @@ def test_words_that_tell_diseases_apart_are_kept(first: str, second: str) -> Non
 
 
 def test_hepatitis_a_and_b_disagree_on_the_pathway_path() -> None:
-    from clearmed.programs.lm.answers import answers_agree
+    from clearmed.programs.lm.parsing import answers_agree
     from clearmed.signatures.records import Answer
 
     assert answers_agree(Answer.of_text("Hepatitis A"), Answer.of_text("Hepatitis B")) is False

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch
 from clearmed.signatures.records import Candidate, Decision, Passage, Question
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import (
     FOLLOWUP_WEB,
     GUARD_ALL_TRUE,

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from clearmed.programs.clear import CLEAR
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.memory import InMemoryRetriever, web_passage
-from clearmed.retrieval.quality import QualityPriors
+from clearmed.retrieval.priors import QualityPriors
 from clearmed.signatures.records import Decision, Passage
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import LOCAL, QUESTION, ScriptedCall, scripted_lm
 
 pytestmark = pytest.mark.reliability

@@ -14,7 +14,7 @@ import pytest
 
 from clearmed import assemble
 from clearmed.benchmarks import BenchmarkError, load_benchmark
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.retrieval.corpus import CorpusError, FieldMapping, IngestStats, read_jsonl
 from clearmed.signatures.records import Question
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, scripted_lm, verifier_reply

@@ -19,10 +19,9 @@ from dspy import lm15
 from clearmed import assemble
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.factory import build_lm
-from clearmed.cli import main
-from clearmed.errors import FatalServiceError
+from clearmed.cli.main import main
+from clearmed.core.errors import FatalServiceError
 from clearmed.programs.clear import CLEAR
-from clearmed.programs.settings import ProgramSettings
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.bm25_sparse import BM25sRetriever
 from clearmed.retrieval.cache import CachedWebSearch
@@ -31,6 +30,7 @@ from clearmed.retrieval.factory import build_retriever
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
 from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
 from clearmed.signatures.records import Decision, StepError
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import (
     GUARD_ALL_TRUE,
     LOCAL,

@@ -16,7 +16,7 @@ import pytest
 
 from clearmed.assemble import build_program
 from clearmed.config import load_config
-from clearmed.errors import FatalServiceError
+from clearmed.core.errors import FatalServiceError
 from clearmed.evaluation import EvalSpec, run_evaluation
 from clearmed.evaluation.scoring import scorer_for
 from clearmed.evaluation.store import EvalRecord, read_records
@@ -343,7 +343,16 @@ def test_three_sigkills_under_max_cost_stay_within_the_documented_overshoot(
         config = write_config(tmp_path, lm, main={"price": PRICE}, run=f"num_threads = {threads}")
         source = _medqa_file(tmp_path, questions)
         run_dir = tmp_path / "run"
-        argv = [sys.executable, "-m", "clearmed.cli", "eval", "--config", str(config), "--program", "clear-heuristic"]
+        argv = [
+            sys.executable,
+            "-m",
+            "clearmed.cli.main",
+            "eval",
+            "--config",
+            str(config),
+            "--program",
+            "clear-heuristic",
+        ]
         argv += ["--benchmark", "medqa", "--source", str(source), "--run-dir", str(run_dir), "--max-cost", str(budget)]
         in_flight_at_kills = 0
         for _ in range(3):
@@ -465,7 +474,7 @@ def test_a_benchmark_row_with_a_lone_surrogate_is_refused_naming_the_row(
     reliability, tmp_path: Path, lm: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with reliability.case("bad input", "benchmark row with an escaped lone surrogate: one line naming it"):
-        from clearmed.cli import main
+        from clearmed.cli.main import main
 
         questions = mcq(3)
         lm.gold = gold_of(questions)
@@ -525,7 +534,7 @@ def test_ask_with_bytes_that_are_not_utf8_is_one_line(reliability, tmp_path: Pat
         command = [
             sys.executable.encode(),
             b"-m",
-            b"clearmed.cli",
+            b"clearmed.cli.main",
             b"ask",
             b"Which hormone is low in Addison\xff?",
             b"-o",
@@ -564,7 +573,7 @@ def test_a_key_of_no_known_shape_echoed_by_the_server_never_reaches_the_run_fold
     reliability, tmp_path: Path, lm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     with reliability.case("secrets", f"api_key_env VLLM_KEY of no key shape, echoed in a {fault[-3:]}") as case:
-        from clearmed.cli import main
+        from clearmed.cli.main import main
 
         monkeypatch.setenv("VLLM_KEY", PLAIN_KEY)
         questions = mcq(2)
@@ -615,7 +624,7 @@ def test_a_number_written_as_a_string_is_refused_with_one_line(
     reliability, tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str, line: str, field: str
 ) -> None:
     with reliability.case("bad input", f"config: {line} in [{table}] refused, not coerced"):
-        from clearmed.cli import main
+        from clearmed.cli.main import main
 
         text = demo_config_toml(**{table: line}) if table != "search" else demo_config_toml()
         if table == "search":

@@ -17,8 +17,9 @@ from pathlib import Path
 import dspy
 import pytest
 
-from clearmed.backbones import build_lm, parse_backbone
-from clearmed.retries import RetriesCut, cut_retries, reset_cut, retries_cut, second_interrupt_cuts_retries
+from clearmed.backbones.config import parse_backbone
+from clearmed.backbones.factory import build_lm
+from clearmed.core.retries import RetriesCut, cut_retries, reset_cut, retries_cut, second_interrupt_cuts_retries
 
 from .fakes import FakeOpenAI
 from .test_faults import evaluate, gold_of, mcq, outcome, write_config

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import dspy
 import pytest
 
-from clearmed.backbones.scoring import NextTokenScores, ScoringError
-from clearmed.errors import FatalServiceError
-from clearmed.programs.lm.run_context import RunContext, activate
-from clearmed.programs.pathways import option_scoring
-from clearmed.programs.settings import ProgramSettings
+from clearmed.backbones.logprobs import NextTokenScores, ScoringError
+from clearmed.core.errors import FatalServiceError
+from clearmed.programs.lm.context import RunContext, activate
+from clearmed.programs.pathways import scored_answer as option_scoring
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import QUESTION
 
 pytestmark = pytest.mark.reliability

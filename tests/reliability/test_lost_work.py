@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from clearmed import assemble
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, read_records, run_evaluation
 from clearmed.evaluation.store import RESULTS
-from clearmed.programs.settings import ProgramSettings
 from clearmed.signatures.records import Question
+from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import (
     QUESTION,
     build_toy_program,
@@ -229,7 +229,7 @@ script = {stage: slow(reply) for stage, reply in pathway_replies("A", "A", "A").
 script.update({"source_quality": label_all("high"), "verifier": verifier_reply("consensus")})
 lm, _ = scripted_lm(script)
 assemble.build_role_lms = lambda config, roles=("main", "assessor"): {"main": lm}
-from clearmed.cli import main
+from clearmed.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.cli import main
-from clearmed.errors import FatalServiceError
+from clearmed.cli.main import main
+from clearmed.core.errors import FatalServiceError
 from clearmed.retrieval.tavily import TavilyOptions, TavilySearch
 from clearmed.testing import build_toy_program, demo_config_toml, label_all, pathway_replies, verifier_reply
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.commands.index import register
+from clearmed.cli.index import register
 from clearmed.retrieval import bm25_sparse
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.bm25_sparse import (

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from clearmed.programs.pathways.web_query import build_query
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.bm25_rank import RankBM25Retriever
 from clearmed.retrieval.bm25_sparse import BM25sRetriever
@@ -14,7 +15,6 @@ from clearmed.retrieval.config import CorpusConfig, SearchConfig
 from clearmed.retrieval.factory import build_retriever, build_web_search
 from clearmed.retrieval.memory import InMemoryRetriever
 from clearmed.retrieval.offline_web import OfflineWebSearch
-from clearmed.retrieval.query import build_query
 from clearmed.retrieval.tavily import TavilySearch
 from clearmed.signatures.records import Question
 

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from clearmed.assemble import PROGRAMS, build_program
 from clearmed.backbones.config import ConfigError
 from clearmed.config import parse_config
-from clearmed.errors import UsageError
+from clearmed.core.errors import UsageError
+from clearmed.programs.pathways.web_query import build_query
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.bm25_sparse import BM25sRetriever
 from clearmed.retrieval.config import CorpusConfig
@@ -42,7 +43,6 @@ from clearmed.retrieval.dense import (
     open_medcpt,
 )
 from clearmed.retrieval.factory import build_retriever
-from clearmed.retrieval.query import build_query
 from clearmed.signatures.records import Passage, Provenance
 from clearmed.testing import QUESTION, pathway_replies, scripted_lm
 

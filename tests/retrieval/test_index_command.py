@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.commands.index import register
+from clearmed.cli.index import register
 from clearmed.retrieval.bm25_sparse import BM25sRetriever
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from clearmed import assemble
-from clearmed.cli import main
-from clearmed.commands import doctor
+from clearmed.cli import doctor
+from clearmed.cli.main import main
 from clearmed.config import parse_config
 from clearmed.retrieval import lucene, medrag_layout
 from clearmed.retrieval.base import EvidenceError
@@ -105,7 +105,7 @@ def lucene_ready() -> None:
 @pytest.fixture(scope="session")
 def medrag_db(lucene_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """textbooks indexed with MedRAG's pyserini command, statpearls with `clearmed index build` (~10 s)."""
-    from clearmed.cli import main
+    from clearmed.cli.main import main
 
     db = tmp_path_factory.mktemp("medrag-db")
     write_medrag_corpora(db)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from clearmed.cli import main
+from clearmed.cli.main import main
 from clearmed.retrieval import lucene, medrag_layout
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.config import CorpusConfig

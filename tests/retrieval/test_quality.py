@@ -5,7 +5,7 @@ from datetime import date
 
 import pytest
 
-from clearmed.retrieval.quality import (
+from clearmed.retrieval.priors import (
     QualityPriors,
     assess_with_priors,
     content_type,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.retrieval.query import cut_at_word, salient_query, without_option_letters
+from clearmed.programs.pathways.web_query import cut_at_word, salient_query, without_option_letters
 
 VIGNETTE = (
     "A 23-year-old woman comes to the physician because of fatigue and shortness of breath on exertion for "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clearmed.retrieval.memory import web_passage
-from clearmed.retrieval.quality import QualityPriors, label_ceiling
+from clearmed.retrieval.priors import QualityPriors, label_ceiling
 from clearmed.retrieval.screening import cap_label, look_alike, screen, screen_text
 from clearmed.signatures.records import Passage, Provenance
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from clearmed.errors import FatalServiceError
-from clearmed.retries import count_retries
+from clearmed.core.errors import FatalServiceError
+from clearmed.core.retries import count_retries
 from clearmed.retrieval import tavily as tavily_module
 from clearmed.retrieval.base import EvidenceError, WebSearch
 from clearmed.retrieval.tavily import SEARCH_CREDITS, TavilyOptions, TavilySearch, search_credits
@@ -446,8 +446,8 @@ def echo_the_vignette(call: ScriptedCall) -> dict[str, str]:
 def run_online(questions: list, search: TavilySearch, web_query: str) -> list:
     """Each question through the dynamic pathway alone (the `online` program), with a scripted model."""
     from clearmed.programs.baselines import SinglePathway
-    from clearmed.programs.settings import ProgramSettings
-    from clearmed.retrieval.quality import QualityPriors
+    from clearmed.retrieval.priors import QualityPriors
+    from clearmed.signatures.records.settings import ProgramSettings
     from clearmed.testing import scripted_lm
 
     lm, _ = scripted_lm(
@@ -511,7 +511,7 @@ def test_qpis_and_the_follow_up_never_send_an_over_limit_query(
     """The other two searches a vignette reaches: planned sub-queries and the guard's follow-up, both written by a
     model that echoes the vignette, on the longest shared MedQA questions."""
     from clearmed.benchmarks import load_benchmark
-    from clearmed.programs.settings import ProgramSettings
+    from clearmed.signatures.records.settings import ProgramSettings
     from clearmed.testing import GUARD_ALL_TRUE, build_toy_program, label_all, pathway_replies, verifier_reply
 
     state, search = tavily

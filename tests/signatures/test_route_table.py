@@ -11,7 +11,7 @@ from rich.console import Console
 from clearmed.optimize.replay import replay_decision
 from clearmed.programs.adjudication import Mechanisms
 from clearmed.programs.adjudication.rules import answer_for_route, audit_applies, guard_applies
-from clearmed.render import render_decision
+from clearmed.report.terminal import render_decision
 from clearmed.signatures.records import (
     NEEDS_MORE_SEARCH,
     PATHWAYS,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from clearmed.core.sanitize import clean_text, redact_secrets
 from clearmed.signatures.records import Decision, EvidenceBundle, Passage, Provenance, StepError
-from clearmed.signatures.sanitize import clean_text, redact_secrets
 from clearmed.testing import QUESTION
 
 

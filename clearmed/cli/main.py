@@ -1,0 +1,281 @@
+"""The `clearmed` command line: a thin layer over library functions that tests call directly."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from rich.console import Console
+
+from clearmed import __version__
+from clearmed.core.errors import FatalServiceError, UsageError
+
+if TYPE_CHECKING:
+    from clearmed.signatures.records import AnswerMode, Question
+
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    _SubParsers = argparse._SubParsersAction
+
+Handler = Callable[[argparse.Namespace], int]
+_OPTION = re.compile(r"^\s*([A-Za-z])\s*[:=.)]\s*(.+)$", re.DOTALL)
+
+
+def parse_options(raw: Sequence[str]) -> dict[str, str]:
+    """`--option "A: text"` (also A=, A., A)), or plain texts lettered A, B, C... in order."""
+    options: dict[str, str] = {}
+    for index, item in enumerate(raw):
+        match = _OPTION.match(item)
+        letter, text = (match.group(1).upper(), match.group(2).strip()) if match else (chr(ord("A") + index), item)
+        if letter in options:
+            raise UsageError(f"option {letter} is given twice")
+        options[letter] = text
+    return options
+
+
+def _question_from_args(args: argparse.Namespace) -> Question:
+    from clearmed.demo import demo_question
+    from clearmed.signatures.records import Question
+
+    if args.demo:
+        if args.question or args.option:
+            raise UsageError("--demo picks a demo question; do not also give a question or options")
+        return demo_question(args.demo)
+    if not args.question:
+        raise UsageError('give a question, e.g. clearmed ask "What causes ...?" -o "A: ..." -o "B: ...", or --demo')
+    for name, value in (
+        ("the question", args.question),
+        ("--context", args.context),
+        *(("--option", o) for o in args.option),
+    ):
+        # Bytes that are not UTF-8 reach argv as lone surrogates (Python's surrogateescape): no prompt can hold them.
+        if value and any("\udc80" <= char <= "\udcff" for char in value):
+            raise UsageError(f"{name} holds bytes that are not UTF-8; re-encode it as UTF-8 (e.g. iconv -t UTF-8)")
+    options = parse_options(args.option) if args.option else None
+    if options is not None and len(options) < 2:
+        raise UsageError("a multiple-choice question needs at least two --option values")
+    mode: AnswerMode = "free_text" if options is None else ("multi" if args.multi else "single")
+    try:
+        return Question(id="cli", text=args.question, options=options, answer_mode=mode, context=args.context)
+    except pydantic.ValidationError as err:
+        raise UsageError("; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())) from None
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    question = _question_from_args(args)  # a bad question is refused before anything heavy is imported
+    with Console(stderr=True).status("loading the program ...", spinner="dots") as status:
+        from clearmed.assemble import build_clear
+        from clearmed.config import load_config
+        from clearmed.programs.lm.prompting import over_budget
+
+        config = load_config(args.config)
+        refusal = over_budget(question, config.program)  # before loading a model that could not read it
+        if refusal is not None:
+            raise UsageError(refusal)
+        status.update(f"answering with {config.backbones['main'].model} ...")
+        if args.program_artifact:  # the optimizer's layer is loaded only for a compiled program
+            from clearmed.optimize.artifacts import apply_artifact, with_artifact
+
+            artifact, config = with_artifact(args.program_artifact, config)
+            program = build_clear(config)
+            apply_artifact(program, artifact, config)
+        else:
+            program = build_clear(config)
+        decision = program(question=question).decision
+    if args.json:
+        sys.stdout.write(decision.model_dump_json(indent=2) + "\n")
+    else:
+        from clearmed.report.terminal import render_decision
+
+        render_decision(decision, Console(), passages=args.passages)
+    return 0 if decision.status == "answered" else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from clearmed.demo import demo_questions
+
+    table = Table(title="Demo questions (clearmed ask --demo ID)", title_justify="left")
+    for column in ("id", "mode", "question"):
+        table.add_column(column, overflow="fold")
+    for question in demo_questions():
+        table.add_row(question.id, question.answer_mode, question.text)
+    Console().print(table)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from clearmed.config import load_config, packaged_configs
+
+    if args.list:
+        for name, path in sorted(packaged_configs().items()):
+            print(f"{name}\t{path}")
+        return 0
+    config = load_config(args.config)
+    # The config holds only names of key variables, never keys: safe to print whole.
+    sys.stdout.write(config.model_dump_json(indent=2, exclude_none=True) + "\n")
+    return 0
+
+
+# The commands beyond ask, demo and config, each registered by its module's `register(commands)`: name -> (module,
+# the one line `clearmed --help` shows). A module is imported only when its command is chosen, so building the
+# parser, and `clearmed ask`, load none of what the others need (Optuna, matplotlib, Jinja2, the index builders).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("clearmed.cli.evaluate", "evaluate a program on a benchmark (resumable run folder)"),
+    "compare": ("clearmed.cli.evaluate", "put finished runs side by side"),
+    "benchmarks": ("clearmed.cli.evaluate", "list the benchmarks with hub ids and scoring"),
+    "report": (
+        "clearmed.cli.report",
+        "write a static HTML report of run folders (overview, question trails, comparisons)",
+    ),
+    "index": ("clearmed.cli.index", "build or inspect a local BM25 index (bm25s or Lucene)"),
+    "export-sft": (
+        "clearmed.cli.export_sft",
+        "export validated option-wise judge traces (from a teacher's eval runs) as SFT chat JSONL",
+    ),
+    "compile": ("clearmed.cli.compile", "optimize the program's prompts with a DSPy optimizer"),
+    "tune": (
+        "clearmed.cli.tune",
+        "tune the adjudication thresholds with Optuna by replaying stored eval runs (no new LM calls)",
+    ),
+    "doctor": ("clearmed.cli.doctor", "check the engine, the model and the backends of a config"),
+}
+
+
+class _LazyCommands(_SubParsers):
+    """Subcommands listed by name and help alone; the chosen one's module builds its real parser when parsed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unloaded: dict[str, tuple[str, str]] = {}  # command -> the module that registers it, its help line
+
+    def add_lazy(self, name: str, module: str, help: str) -> None:
+        self.add_parser(name, help=help)  # a placeholder: lists the command and accepts its name
+        self._unloaded[name] = (module, help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        assert isinstance(values, list)  # nargs=PARSER: the command, then its arguments
+        if values[0] in self._unloaded:
+            self._load(self._unloaded[values[0]][0])
+        super().__call__(parser, namespace, values, option_string)
+
+    def _load(self, module: str) -> None:
+        """Swap the placeholders of every command ``module`` registers for the parsers it builds."""
+        helps = {name: help for name, (owner, help) in self._unloaded.items() if owner == module}
+        for name in helps:
+            del self._unloaded[name], self._name_parser_map[name]
+        importlib.import_module(module).register(self)
+        for name, help in helps.items():
+            if name not in self._name_parser_map:
+                raise RuntimeError(f"{module} did not register the command {name!r}")
+            self._name_parser_map[name].description = self._name_parser_map[name].description or help
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clearmed",
+        description="Answer medical questions by adjudicating parametric, local and web evidence (CLEAR).",
+    )
+    parser.add_argument("--version", action="version", version=f"clearmed {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", action=_LazyCommands)
+    assert isinstance(commands, _LazyCommands)
+
+    ask = commands.add_parser("ask", help="answer one question and show its adjudication trail")
+    ask.add_argument("question", nargs="?", help="the question text")
+    ask.add_argument("-o", "--option", action="append", default=[], metavar="'A: text'", help="an answer option")
+    ask.add_argument("--multi", action="store_true", help="several options may be correct")
+    ask.add_argument("--context", help="context given with the question (e.g. an abstract)")
+    ask.add_argument("--demo", metavar="ID", help="answer a question of the built-in demo bundle (see `clearmed demo`)")
+    ask.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
+    ask.add_argument("--program-artifact", help="a `clearmed compile` / `clearmed tune` artifact folder to load")
+    ask.add_argument("--json", action="store_true", help="print the Decision as JSON")
+    ask.add_argument("--passages", type=int, default=12, help="evidence rows to show (default 12)")
+    ask.set_defaults(func=cmd_ask)
+
+    demo = commands.add_parser("demo", help="list the built-in demo questions")
+    demo.set_defaults(func=cmd_demo)
+
+    config = commands.add_parser("config", help="validate and print a config")
+    config.add_argument("-c", "--config", help="packaged config name or TOML path")
+    config.add_argument("--list", action="store_true", help="list packaged configs")
+    config.set_defaults(func=cmd_config)
+
+    for name, (module, help_line) in COMMANDS.items():
+        commands.add_lazy(name, module, help_line)
+    return parser
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from clearmed.backbones.errors import ConfigError
+    from clearmed.backbones.selfcheck import EngineCheckError
+    from clearmed.benchmarks import BenchmarkError
+    from clearmed.evaluation import RunStoreError
+    from clearmed.retrieval.base import EvidenceError
+    from clearmed.retrieval.corpus import CorpusError
+
+    return (ConfigError, EngineCheckError, EvidenceError, CorpusError, BenchmarkError, RunStoreError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    handler: Handler = args.func
+    from clearmed.core.retries import second_interrupt_cuts_retries
+
+    try:
+        # Ctrl-C lets the questions in flight finish; a second one cuts their retries and attempts short.
+        with second_interrupt_cuts_retries():
+            return handler(args)
+    # Apart, so that refusing bad input never imports the layers that define the others. A fatal service error (a
+    # rejected key, an exhausted balance, a missing model) is one line too: no retry or later question would mend it.
+    except (UsageError, FatalServiceError) as err:
+        return _error_line(err)
+    except _known_errors() as err:
+        return _error_line(err)
+    except KeyboardInterrupt:
+        print("clearmed: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # the last line of defence: one clear line, traceback only on request
+        if args.debug:
+            sys.stderr.write(_printable("".join(traceback.format_exception(err)), one_line=False))
+        print(
+            f"clearmed: unexpected error: {type(err).__name__}: {_printable(str(err))} (rerun with --debug for details)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _error_line(err: BaseException) -> int:
+    print(f"clearmed: error: {_printable(str(err))}", file=sys.stderr)
+    return 2
+
+
+def _printable(message: str, *, one_line: bool = True) -> str:
+    """An error message safe for a terminal or a CI log: no control characters, no credentials."""
+    from clearmed.core.sanitize import clean_text, redact_secrets
+
+    text = redact_secrets(clean_text(message))
+    return " ".join(text.split()) if one_line else text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""`clearmed report`: a static HTML report of run folders (a thin wrapper over `clearmed.report.html_report`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from clearmed.core.errors import UsageError
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from clearmed.report.html_report import write_html_report
+
+    folders = [Path(folder) for folder in args.runs]
+    if args.out:
+        out = Path(args.out)
+    elif len(folders) == 1:
+        out = folders[0] / "report"
+    else:
+        raise UsageError("several run folders need --out (the folder for the report)")
+    report = write_html_report(folders, out)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"report: {report.index} ({report.pages} pages: {report.question_pages} question pages, "
+        f"comparison views {report.comparisons}; {_size(report.bytes)})",
+        markup=False,
+    )
+    return 0
+
+
+def write_run_report(run_dir: Path, console: Console) -> None:
+    """The report `clearmed eval` leaves in its run folder. The run is finished and saved by then: a report that
+    cannot be written is a warning, never a failed evaluation."""
+    from clearmed.core.sanitize import clean_text, redact_secrets
+
+    try:
+        from clearmed.report.html_report import write_html_report
+
+        report = write_html_report([run_dir], run_dir / "report")
+    except Exception as err:  # any failure: the results are safe, say so and carry on
+        message = redact_secrets(clean_text(f"{type(err).__name__}: {err}"))
+        console.print(f"warning: HTML report not written ({' '.join(message.split())})", style="yellow", markup=False)
+        return
+    console.print(f"report: {report.index}", markup=False, highlight=False)
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = commands.add_parser("report")
+    report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (of `clearmed eval`)")
+    report.add_argument("--out", help="folder for the report (default with one run: RUN_DIR/report)")
+    report.set_defaults(func=run_report)
