@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 import bm25s
 import numpy as np
@@ -46,6 +46,16 @@ Progress = Callable[[int], None]
 BUILD_BYTES_PER_PASSAGE = 8_000
 # What the same measurement leaves at zero passages (the interpreter, numpy, bm25s), rounded up.
 BUILD_BASE_BYTES = 100 * 2**20
+
+
+class BM25Params(BaseModel):
+    """bm25s' scoring variant and its parameters (recorded, flat, in the index manifest)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Method = "lucene"
+    k1: float = 1.5
+    b: float = 0.75
 
 
 class IndexManifest(BaseModel):
@@ -116,6 +126,71 @@ class _DiskStore:
         self.close()
 
 
+class _PassageWriter:
+    """Where a build puts its passages: a list (an in-memory index), or `path` (passages.jsonl) and the byte
+    offset of each line."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.kept: list[Passage] = []
+        self.offsets: list[int] = [0]
+        self._sink: BinaryIO | None = path.open("wb") if path is not None else None
+
+    def add(self, passage: Passage) -> None:
+        if self._sink is None:
+            self.kept.append(passage)
+            return
+        line = passage.model_dump_json().encode("utf-8") + b"\n"
+        self._sink.write(line)
+        self.offsets.append(self.offsets[-1] + len(line))
+
+    def close(self) -> None:
+        if self._sink is not None:
+            self._sink.close()
+
+
+def _tokenize_stream(
+    passages: Iterable[Passage],
+    tokenize: Tokenizer,
+    writer: _PassageWriter,
+    name: str,
+    limit: int | None,
+    progress: Progress | None,
+) -> tuple[list[list[int]], dict[str, int]]:
+    """Each passage's token ids (and the vocabulary they index), each passage handed to `writer`; refused past
+    `limit` passages, or when there are none."""
+    vocab: dict[str, int] = {}
+    token_ids: list[list[int]] = []
+    for count, passage in enumerate(passages, start=1):
+        if limit is not None and count > limit:
+            raise EvidenceError(_too_large(limit, name, at_least=True), kind="index", backend="bm25s")
+        token_ids.append([vocab.setdefault(token, len(vocab)) for token in tokenize(f"{passage.title} {passage.text}")])
+        writer.add(passage)
+        if progress is not None and count % 1000 == 0:
+            progress(count)
+    if not token_ids:
+        raise EvidenceError(f"corpus {name!r} is empty: nothing to index", kind="index", backend="bm25s")
+    return token_ids, vocab
+
+
+def _fresh_staging(target: Path) -> Path:
+    """An empty `<target>.partial` folder, where an index is written before it replaces `target`."""
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def _publish(staging: Path, target: Path, index: bm25s.BM25, offsets: list[int], manifest: IndexManifest) -> None:
+    """Write the score matrix, the passage offsets and the manifest beside staging's passages, then swap it in."""
+    index.save(staging / BM25S_DIR, show_progress=False)
+    np.save(staging / OFFSETS, np.asarray(offsets, dtype=np.int64))
+    (staging / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    # Swap in atomically-ish: a crash mid-build leaves the old index (or none), never a half-written one.
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+
+
 class BM25sRetriever:
     """bm25s over passages, in memory or memory-mapped from an index directory. Implements `Retriever`."""
 
@@ -148,9 +223,7 @@ class BM25sRetriever:
         name: str,
         tokenizer: TokenizerConfig | None = None,
         directory: Path | str | None = None,
-        method: Method = "lucene",
-        k1: float = 1.5,
-        b: float = 0.75,
+        params: BM25Params | None = None,
         progress: Progress | None = None,
         source: str | None = None,
         source_settings: dict[str, str | int | None] | None = None,
@@ -163,46 +236,21 @@ class BM25sRetriever:
         (`max_build_passages`), the build stops with one line naming the Lucene backend, unless `force`."""
         limit = None if force else max_build_passages()
         tokenizer = tokenizer or TokenizerConfig()
-        tokenize = Tokenizer(tokenizer)
-        vocab: dict[str, int] = {}
-        token_ids: list[list[int]] = []
-        kept: list[Passage] = []
+        params = params or BM25Params()
         target = Path(directory) if directory is not None else None
-        staging = target.with_name(target.name + ".partial") if target is not None else None
-        offsets: list[int] = [0]
-        sink = None
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True)
-            sink = (staging / PASSAGES).open("wb")
+        staging = _fresh_staging(target) if target is not None else None
+        writer = _PassageWriter(staging / PASSAGES if staging is not None else None)
         try:
-            for count, passage in enumerate(passages, start=1):
-                if limit is not None and count > limit:
-                    raise EvidenceError(_too_large(limit, name, at_least=True), kind="index", backend="bm25s")
-                ids = [vocab.setdefault(token, len(vocab)) for token in tokenize(f"{passage.title} {passage.text}")]
-                token_ids.append(ids)
-                if sink is not None:
-                    line = passage.model_dump_json().encode("utf-8") + b"\n"
-                    sink.write(line)
-                    offsets.append(offsets[-1] + len(line))
-                else:
-                    kept.append(passage)
-                if progress is not None and count % 1000 == 0:
-                    progress(count)
+            token_ids, vocab = _tokenize_stream(passages, Tokenizer(tokenizer), writer, name, limit, progress)
         except EvidenceError:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
             raise
         finally:
-            if sink is not None:
-                sink.close()
-        if not token_ids:
-            if staging is not None:
-                shutil.rmtree(staging, ignore_errors=True)
-            raise EvidenceError(f"corpus {name!r} is empty: nothing to index", kind="index", backend="bm25s")
+            writer.close()
         if progress is not None:
             progress(len(token_ids))
-        index = bm25s.BM25(k1=k1, b=b, method=method)
+        index = bm25s.BM25(k1=params.k1, b=params.b, method=params.method)
         index.index((token_ids, vocab), show_progress=False)
         del token_ids
         manifest = IndexManifest(
@@ -211,21 +259,13 @@ class BM25sRetriever:
             vocabulary=len(index.vocab_dict),
             built_at=datetime.now(UTC).replace(microsecond=0),
             tokenizer=tokenizer,
-            method=method,
-            k1=k1,
-            b=b,
+            **params.model_dump(),
             source=source,
             source_settings=source_settings,
         )
         if staging is None or target is None:
-            return cls(index, _MemoryStore(kept), manifest)
-        index.save(staging / BM25S_DIR, show_progress=False)
-        np.save(staging / OFFSETS, np.asarray(offsets, dtype=np.int64))
-        (staging / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        # Swap in atomically-ish: a crash mid-build leaves the old index (or none), never a half-written one.
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
+            return cls(index, _MemoryStore(writer.kept), manifest)
+        _publish(staging, target, index, writer.offsets, manifest)
         return cls.load(target)
 
     # ----------------------------------------------------------------------------------------- persistence
@@ -235,21 +275,14 @@ class BM25sRetriever:
         directory = Path(directory)
         if self.directory is not None and directory.resolve() == self.directory.resolve():
             return directory
-        staging = directory.with_name(directory.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        offsets = [0]
-        with (staging / PASSAGES).open("wb") as sink:
+        staging = _fresh_staging(directory)
+        writer = _PassageWriter(staging / PASSAGES)
+        try:
             for position in range(len(self._store)):
-                line = self._store.get(position).model_dump_json().encode("utf-8") + b"\n"
-                sink.write(line)
-                offsets.append(offsets[-1] + len(line))
-        self._index.save(staging / BM25S_DIR, show_progress=False)
-        np.save(staging / OFFSETS, np.asarray(offsets, dtype=np.int64))
-        (staging / MANIFEST).write_text(self.manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        if directory.exists():
-            shutil.rmtree(directory)
-        staging.rename(directory)
+                writer.add(self._store.get(position))
+        finally:
+            writer.close()
+        _publish(staging, directory, self._index, writer.offsets, self.manifest)
         return directory
 
     @classmethod

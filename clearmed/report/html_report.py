@@ -195,16 +195,20 @@ def _pair_questions(base: RunView, other: RunView, ids: list[str]) -> list[PairQ
     return items
 
 
+def _by_benchmark(runs: Sequence[RunView]) -> dict[str, list[RunView]]:
+    groups: dict[str, list[RunView]] = {}
+    for run in runs:
+        groups.setdefault(run.manifest.benchmark, []).append(run)
+    return groups
+
+
 def comparisons(runs: Sequence[RunView]) -> list[ComparisonView]:
     """Benchmarks with two or more runs: each run against the first run of its benchmark.
 
     The paired counts and the McNemar p are `compare.paired_comparisons`' own; the gained and lost lists are
     the question ids behind those counts (checked to match them)."""
-    by_benchmark: dict[str, list[RunView]] = {}
-    for run in runs:
-        by_benchmark.setdefault(run.manifest.benchmark, []).append(run)
     views = []
-    for benchmark, group in by_benchmark.items():
+    for benchmark, group in _by_benchmark(runs).items():
         if len(group) < 2:
             continue
         compared = [
@@ -303,25 +307,22 @@ def _prepare_out(out: Path) -> None:
     (out / MARKER).write_text("written by clearmed report; the folder is rewritten on the next report\n")
 
 
-def write_html_report(folders: Sequence[Path], out: Path) -> HtmlReport:
-    """Write the report of `folders` into `out`; return what was written."""
-    runs = load_run_views(folders)
-    _prepare_out(out)
-    env = environment()
-    script, script_src = _filter_script()
-    common = {"version": __version__}
-    written: list[Path] = []
+class _PageWriter:
+    """Renders the report's templates into files, and remembers which files it wrote."""
 
-    def write(path: Path, template: str, **context: object) -> None:
+    def __init__(self, env: Environment) -> None:
+        self._env = env
+        self.written: list[Path] = []
+
+    def write(self, path: Path, template: str, **context: object) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        html = env.get_template(template).render(**common, **context)
+        html = self._env.get_template(template).render(version=__version__, **context)
         path.write_text(html, encoding="utf-8")
-        written.append(path)
+        self.written.append(path)
 
-    groups: dict[str, list[RunView]] = {}
-    for run in runs:
-        groups.setdefault(run.manifest.benchmark, []).append(run)
-    benchmarks = [
+
+def _benchmark_groups(runs: Sequence[RunView]) -> list[BenchmarkGroup]:
+    return [
         BenchmarkGroup(
             benchmark=name,
             slug=_slug(name),
@@ -331,73 +332,91 @@ def write_html_report(folders: Sequence[Path], out: Path) -> HtmlReport:
             if any(r.records for r in group)
             else {},
         )
-        for name, group in groups.items()
+        for name, group in _by_benchmark(runs).items()
     ]
+
+
+def _write_run(pages: _PageWriter, out: Path, run: RunView, script: tuple[str, str]) -> list[QuestionPage]:
+    """A run's question list (with the filter `script` and its CSP source) and one page per question."""
+    base = out / "runs" / run.slug
+    text, source = script
+    pages.write(
+        base / "index.html",
+        "questions.html.j2",
+        root="../../",
+        script_src=source,
+        script=text,
+        run=run,
+        filters=_filters(run),
+    )
+    views = [question_page(r, leak) for r, leak in zip(run.records, run.leaks, strict=True)]
+    for i, page in enumerate(views):
+        pages.write(
+            base / "q" / page.row.page,
+            "question.html.j2",
+            root="../../../",
+            script_src="'none'",
+            run=run,
+            page=page,
+            previous=views[i - 1].row.page if i > 0 else "",
+            next=views[i + 1].row.page if i + 1 < len(views) else "",
+        )
+    return views
+
+
+def _write_comparison(
+    pages: _PageWriter, out: Path, comparison: ComparisonView, by_run: dict[str, dict[str, QuestionPage]]
+) -> None:
+    """A benchmark's comparison page, and a side-by-side page for each question gained or lost."""
+    pages.write(
+        out / "compare" / f"{comparison.slug}.html",
+        "compare.html.j2",
+        root="../",
+        script_src="'none'",
+        comparison=comparison,
+    )
+    for pair in comparison.pairs:
+        for item in [*pair.gained, *pair.lost]:
+            pages.write(
+                out / "compare" / pair.slug / item.page,
+                "pair.html.j2",
+                root="../../",
+                script_src="'none'",
+                comparison=comparison,
+                pair=pair,
+                left=by_run[pair.base_slug][item.question_id],
+                right=by_run[pair.other_slug][item.question_id],
+                left_page=item.page,
+                right_page=item.other_page,
+            )
+
+
+def write_html_report(folders: Sequence[Path], out: Path) -> HtmlReport:
+    """Write the report of `folders` into `out`; return what was written."""
+    runs = load_run_views(folders)
+    _prepare_out(out)
+    pages = _PageWriter(environment())
     compared = comparisons(runs)
-    write(
+    pages.write(
         out / "index.html",
         "overview.html.j2",
         root="",
         script_src="'none'",
         runs=runs,
-        benchmarks=benchmarks,
+        benchmarks=_benchmark_groups(runs),
         comparisons=compared,
         generated=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    question_pages = 0
-    pages_by_run: dict[str, dict[str, QuestionPage]] = {}
-    for run in runs:
-        base = out / "runs" / run.slug
-        write(
-            base / "index.html",
-            "questions.html.j2",
-            root="../../",
-            script_src=script_src,
-            script=script,
-            run=run,
-            filters=_filters(run),
-        )
-        pages = [question_page(r, leak) for r, leak in zip(run.records, run.leaks, strict=True)]
-        pages_by_run[run.slug] = {p.record.question_id: p for p in pages}
-        for i, page in enumerate(pages):
-            write(
-                base / "q" / page.row.page,
-                "question.html.j2",
-                root="../../../",
-                script_src="'none'",
-                run=run,
-                page=page,
-                previous=pages[i - 1].row.page if i > 0 else "",
-                next=pages[i + 1].row.page if i + 1 < len(pages) else "",
-            )
-            question_pages += 1
+    script = _filter_script()
+    written = {run.slug: _write_run(pages, out, run, script) for run in runs}
+    by_run = {slug: {p.record.question_id: p for p in views} for slug, views in written.items()}
     for comparison in compared:
-        write(
-            out / "compare" / f"{comparison.slug}.html",
-            "compare.html.j2",
-            root="../",
-            script_src="'none'",
-            comparison=comparison,
-        )
-        for pair in comparison.pairs:
-            for item in [*pair.gained, *pair.lost]:
-                write(
-                    out / "compare" / pair.slug / item.page,
-                    "pair.html.j2",
-                    root="../../",
-                    script_src="'none'",
-                    comparison=comparison,
-                    pair=pair,
-                    left=pages_by_run[pair.base_slug][item.question_id],
-                    right=pages_by_run[pair.other_slug][item.question_id],
-                    left_page=item.page,
-                    right_page=item.other_page,
-                )
+        _write_comparison(pages, out, comparison, by_run)
     return HtmlReport(
         out=out,
         index=out / "index.html",
-        pages=len(written),
-        bytes=sum(p.stat().st_size for p in written),
-        question_pages=question_pages,
+        pages=len(pages.written),
+        bytes=sum(p.stat().st_size for p in pages.written),
+        question_pages=sum(len(views) for views in written.values()),
         comparisons=len(compared),
     )

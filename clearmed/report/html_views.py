@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.evaluation.store import EvalRecord
 from clearmed.metrics import LeakageReport, score_mcq
+from clearmed.report.terminal import origin_of
 from clearmed.retrieval.screening import screen
 from clearmed.signatures.records import PATHWAYS, ROUTE_TABLE, Candidate, Decision, Passage, Route
 
@@ -253,14 +254,6 @@ def safe_href(url: str | None) -> str | None:
     return None
 
 
-def origin_of(passage: Passage) -> str:
-    prov = passage.provenance
-    if prov.kind == "web":
-        when = f", {prov.published.isoformat()}" if prov.published else ""
-        return f"{prov.url or prov.domain or 'web'}{when}"
-    return f"{prov.corpus or 'corpus'}:{prov.doc_id or passage.id}"
-
-
 def _passages(decision: Decision) -> list[PassageView]:
     bundle = decision.bundle
     cited: dict[str, list[str]] = {}
@@ -286,7 +279,7 @@ def _passages(decision: Decision) -> list[PassageView]:
             PassageView(
                 passage=passage,
                 section=section,
-                origin=origin_of(passage),
+                origin=origin_of(passage, full_url=True),
                 href=safe_href(passage.provenance.url) if passage.provenance.kind == "web" else None,
                 cited_by=cited.get(passage.id, []),
                 quarantine=screening.reason() if screening.quarantined else None,

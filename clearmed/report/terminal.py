@@ -69,12 +69,18 @@ def _pathways(decision: Decision) -> Table:
     return table
 
 
-def _origin(passage: Passage) -> str:
+def origin_of(passage: Passage, *, full_url: bool = False) -> str:
+    """Where a passage came from, as shown to a reader: "corpus:doc_id" for local evidence; for a web page its
+    domain and publication date (the terminal's narrow column) or, with `full_url` (the HTML report, which links
+    it), its address, "<url>, <date>"."""
     prov = passage.provenance
-    if prov.kind == "web":
-        date = f" {prov.published.isoformat()}" if prov.published else ""
-        return f"{prov.domain or prov.url}{date}"
-    return f"{prov.corpus or 'corpus'}:{prov.doc_id or passage.id}"
+    if prov.kind != "web":
+        return f"{prov.corpus or 'corpus'}:{prov.doc_id or passage.id}"
+    if full_url:
+        where, separator = prov.url or prov.domain or "web", ", "
+    else:
+        where, separator = str(prov.domain or prov.url), " "
+    return f"{where}{separator}{prov.published.isoformat()}" if prov.published else where
 
 
 def _passages(decision: Decision, limit: int) -> Table:
@@ -86,7 +92,7 @@ def _passages(decision: Decision, limit: int) -> Table:
     passages = [*bundle.local_passages, *bundle.all_dynamic_passages()]
     for passage in passages[:limit]:
         mark = "*" if passage.id in cited else ""
-        table.add_row(*_plain(f"{passage.id}{mark}", _origin(passage), passage.quality or "", passage.text[:160]))
+        table.add_row(*_plain(f"{passage.id}{mark}", origin_of(passage), passage.quality or "", passage.text[:160]))
     if len(passages) > limit:
         table.caption = f"{len(passages) - limit} more passages in --json output"
     return table

@@ -10,7 +10,7 @@ import pytest
 from clearmed.retrieval import bm25_rank
 from clearmed.retrieval.base import EvidenceError, Retriever
 from clearmed.retrieval.bm25_rank import CorpusTooLargeError, RankBM25Retriever, SlowIndexWarning
-from clearmed.retrieval.bm25_sparse import BM25sRetriever, directory_size, read_manifest
+from clearmed.retrieval.bm25_sparse import BM25Params, BM25sRetriever, directory_size, read_manifest
 from clearmed.retrieval.tokenize import TokenizerConfig
 from clearmed.signatures.records import Passage, Provenance
 
@@ -186,7 +186,7 @@ def test_shared_openstax_queries(openstax_index: BM25sRetriever) -> None:
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "bm25+"])
 def test_scores_match_bm25s_reference(toy_passages: list[Passage], method: str) -> None:
-    index = BM25sRetriever.build(toy_passages, name="toy", method=method)  # type: ignore[arg-type]
+    index = BM25sRetriever.build(toy_passages, name="toy", params=BM25Params(method=method))  # type: ignore[arg-type]
     vocab = index._index.vocab_dict
     for query in ["anemia anemia deficiency", "t4 tsh levothyroxine", "anemia", "asthma beta agonists relieve"]:
         ids = [vocab[t] for t in index._tokenize(query) if t in vocab]
