@@ -37,10 +37,10 @@ INFO = BenchmarkInfo(
 )
 
 
-def _open_rows(source: Path | None, split: str | None) -> OpenedSource:
+def _open_rows(source: Path | None, split: str | None, revision: str | None = None) -> OpenedSource:
     chosen = choose_split(INFO, split)
     if source is None:
-        description, rows = from_hub([HubSpec(path=HUB_ID, split="train")])
+        description, rows = from_hub([HubSpec(path=HUB_ID, split="train")], revision)
         return OpenedSource(description, chosen, rows)
     return OpenedSource(str(source), chosen, read_table(source))
 

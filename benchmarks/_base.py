@@ -30,7 +30,8 @@ class OpenedSource:
     rows: Iterator[RawRow]
 
 
-OpenRows = Callable[[Path | None, str | None], OpenedSource]
+# (source, split, revision): a local file or the hub (None), the split, and the hub revision (None: the default branch)
+OpenRows = Callable[[Path | None, str | None, str | None], OpenedSource]
 ParseRow = Callable[[RawRow, RowContext], Question]
 
 
@@ -50,7 +51,10 @@ def choose_split(info: BenchmarkInfo, split: str | None) -> str:
     return chosen
 
 
-def from_hub(specs: list[HubSpec]) -> tuple[str, Iterator[RawRow]]:
+def from_hub(specs: list[HubSpec], revision: str | None = None) -> tuple[str, Iterator[RawRow]]:
+    """The rows of these hub loads, each at `revision` when one is given."""
+    if revision is not None:
+        specs = [spec.model_copy(update={"revision": revision}) for spec in specs]
     description = "; ".join(spec.describe() for spec in specs)
     return description, itertools.chain.from_iterable(hub_rows(spec) for spec in specs)
 
@@ -62,14 +66,14 @@ def standard_opener(
 ) -> OpenRows:
     """Hub: `split` picks the hub split(s). Local file: `split` is only the label used in ids (default: stem)."""
 
-    def open_rows(source: Path | None, split: str | None) -> OpenedSource:
+    def open_rows(source: Path | None, split: str | None, revision: str | None = None) -> OpenedSource:
         if source is None:
             if hub is None:
                 raise BenchmarkSourceError(
                     f"{info.name} has no Hugging Face hub copy; download it ({info.notes}) and pass source=<file>"
                 )
             chosen = choose_split(info, split)
-            description, rows = from_hub(hub(chosen))
+            description, rows = from_hub(hub(chosen), revision)
             return OpenedSource(description, chosen, rows)
         # A file's stem names its split ("dev.jsonl"); a directory holds files of the default split.
         label = split or (info.default_split if source.is_dir() else None) or source.stem

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,7 @@ class RawRow:
     data: Row | None
     group: str | None = None  # a specialty / subject taken from the file name or hub config
     error: str | None = None
+    revision: str | None = None  # the hub revision the row was read at (`hub_rows`); None for a local file
 
 
 class HubSpec(BaseModel):
@@ -71,27 +73,59 @@ class HubSpec(BaseModel):
     sep: str | None = None
     column_names: tuple[str, ...] | None = None
     group: str | None = None
+    revision: str | None = None  # a branch, tag or commit of the hub repository (None: its default branch)
 
     def describe(self) -> str:
         where = self.data_files or self.path
         config = f" config {self.name}" if self.name else ""
-        return f"hub {where}{config} split {self.split}"
+        revision = f" revision {self.revision}" if self.revision else ""
+        return f"hub {where}{config} split {self.split}{revision}"
+
+    def load_arguments(self) -> tuple[tuple[str, ...], dict[str, object]]:
+        """The `datasets.load_dataset` arguments. A revision of files named by ``hf://`` goes into their address
+        (``hf://datasets/<repo>@<revision>/...``): a builder's own `revision=` would pick the builder, not the files."""
+        kwargs: dict[str, object] = {"split": self.split}
+        data_files = self.data_files
+        hub_file = (data_files or "").removeprefix(_HUB_FILES).split("/", 2)  # owner, name, path in the repository
+        if self.revision is not None and data_files is not None and data_files.startswith(_HUB_FILES):
+            owner, name, path = hub_file if len(hub_file) == 3 else ("", "", "")
+            if not path:
+                raise BenchmarkSourceError(f"{data_files}: not hf://datasets/<owner>/<name>/<file>, so no revision")
+            data_files = f"{_HUB_FILES}{owner}/{name}@{self.revision}/{path}"
+        elif self.revision is not None:
+            kwargs["revision"] = self.revision
+        if data_files is not None:
+            kwargs["data_files"] = data_files
+        if self.sep is not None:
+            kwargs["sep"] = self.sep
+        if self.column_names is not None:
+            # Headerless files (MedExQA TSVs): without header=None the first question would become the header.
+            kwargs["column_names"] = list(self.column_names)
+            kwargs["header"] = None
+        return ((self.path, self.name) if self.name is not None else (self.path,)), kwargs
+
+
+_HUB_FILES = "hf://datasets/"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def resolved_revision(spec: HubSpec, dataset: object) -> str | None:
+    """The commit a hub load read, as far as it can be known offline: a hub repository's prepared copy is cached
+    under the commit the hub resolved (the builder's hash, the folder its arrow files are in); files read by a
+    builder (``json`` over ``hf://``) are not, so for them it is the revision asked for, if it names a commit or not."""
+    if spec.data_files is None:
+        for cached in getattr(dataset, "cache_files", None) or []:
+            folder = Path(str(cached.get("filename", ""))).parent.name if isinstance(cached, Mapping) else ""
+            if _COMMIT.fullmatch(folder):
+                return folder
+    return spec.revision
 
 
 def hub_rows(spec: HubSpec) -> Iterator[RawRow]:
     """Rows of one hub dataset split, through `datasets.load_dataset` (imported late: it is slow to import)."""
     import datasets
 
-    kwargs: dict[str, object] = {"split": spec.split}
-    if spec.data_files is not None:
-        kwargs["data_files"] = spec.data_files
-    if spec.sep is not None:
-        kwargs["sep"] = spec.sep
-    if spec.column_names is not None:
-        # Headerless files (MedExQA TSVs): without header=None the first question would become the header.
-        kwargs["column_names"] = list(spec.column_names)
-        kwargs["header"] = None
-    args = (spec.path, spec.name) if spec.name is not None else (spec.path,)
+    args, kwargs = spec.load_arguments()
     try:
         dataset = datasets.load_dataset(*args, **kwargs)
     except Exception as exc:  # hub errors come in many classes (ConnectionError, DatasetNotFoundError, ...)
@@ -99,9 +133,9 @@ def hub_rows(spec: HubSpec) -> Iterator[RawRow]:
             f"could not load {spec.describe()}: {type(exc).__name__}: {exc}. "
             "Check the network (HF_HUB_OFFLINE unset), log in for gated datasets, or pass source=<local file>."
         ) from exc
-    where = spec.describe()
+    where, revision = spec.describe(), resolved_revision(spec, dataset)
     for index, record in enumerate(dataset):
-        yield RawRow(location=f"{where} row {index}", index=index, data=dict(record), group=spec.group)
+        yield RawRow(f"{where} row {index}", index, dict(record), group=spec.group, revision=revision)
 
 
 def check_file(path: Path) -> Path:

@@ -46,7 +46,8 @@ def native_id(question_id_: str) -> tuple[str, str]:
 
 
 def _opener(info: BenchmarkInfo, subset: str) -> OpenRows:
-    def open_rows(source: Path | None, split: str | None) -> OpenedSource:
+    def open_rows(source: Path | None, split: str | None, revision: str | None = None) -> OpenedSource:
+        del revision  # not on the hub: a local file only, and load_benchmark refuses a revision for one
         if source is None:
             raise BenchmarkSourceError(
                 f"{info.name} has no Hugging Face hub copy; download {SOURCE_URL} and pass --source <benchmark.json>"

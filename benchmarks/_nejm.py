@@ -57,10 +57,10 @@ def _specialties(split: str | None) -> tuple[str, ...]:
     return (split,)
 
 
-def _open_rows(source: Path | None, split: str | None) -> OpenedSource:
+def _open_rows(source: Path | None, split: str | None, revision: str | None = None) -> OpenedSource:
     label = split or "all"
     if source is None:
-        description, rows = from_hub(_hub_specs(_specialties(split)))
+        description, rows = from_hub(_hub_specs(_specialties(split)), revision)
         return OpenedSource(description, label, rows)
     if source.is_dir():
         files = [source / f"{name}.csv" for name in _specialties(split)]

@@ -82,6 +82,7 @@ def load_benchmark(
     limit: int | None = None,
     seed: int | None = None,
     on_error: OnError = "raise",
+    revision: str | None = None,
 ) -> BenchmarkSet:
     """Load a benchmark as `Question`s.
 
@@ -90,14 +91,17 @@ def load_benchmark(
     see each benchmark's notes for exceptions). `limit`/`seed` take a deterministic subset (`sample`).
     `on_error="raise"` stops at the first malformed row with `BenchmarkDataError("<file>:<line>: <reason>")`;
     `"skip"` leaves such rows out and lists them in `BenchmarkSet.skipped`. Rows that are well formed but
-    unusable upstream (duplicate option texts) are always skipped and listed.
+    unusable upstream (duplicate option texts) are always skipped and listed. `revision` reads the hub copy at a
+    branch, tag or commit; `BenchmarkSet.revision` is the commit read, where it can be known offline (`resolved_revision`).
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     definition = _definition(name)
-    opened = definition.open_rows(Path(source).expanduser() if source is not None else None, split)
+    if revision is not None and source is not None:
+        raise BenchmarkSourceError(f"{name}: a revision picks a hub copy; the local source {source} has none")
+    opened = definition.open_rows(Path(source).expanduser() if source is not None else None, split, revision)
     context = RowContext(benchmark=name, split=opened.split, answer_mode=definition.info.answer_mode)
 
     questions: list[Question] = []
@@ -105,8 +109,11 @@ def load_benchmark(
     excluded: Counter[str] = Counter()
     first_seen: dict[str, str] = {}
     n_rows = 0
+    revisions: set[str] = set()
     for row in opened.rows:
         n_rows += 1
+        if row.revision is not None:
+            revisions.add(row.revision)
         try:
             if row.error is not None:
                 raise RowError(row.error)
@@ -140,4 +147,5 @@ def load_benchmark(
         n_source_rows=n_rows,
         seed=seed,
         limit=limit,
+        revision=",".join(sorted(revisions)) or None,
     )

@@ -36,6 +36,9 @@ class BenchmarkSet(_Model):
     n_source_rows: int = 0
     seed: int | None = None
     limit: int | None = None
+    # The hub revision the rows were read at: the commit the hub resolved where the datasets cache says, else the
+    # revision asked for (None: a local file, or the default branch at a commit it does not say).
+    revision: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -1,8 +1,19 @@
-"""clearmed: cross-source evidence adjudication for medical QA, as a DSPy program."""
+"""clearmed: cross-source evidence adjudication for medical QA, as a DSPy program.
 
+The Python API (README "Python API"):
+
+    from clearmed import build_program, evaluate, load_config, results_frame
+
+`import clearmed` loads none of it: each name is imported on first use (`clearmed ask` starts with few modules), and
+mypy sees each one's real type through the TYPE_CHECKING imports. Nothing inside the package imports this face (the
+version is `clearmed.core.version`): it sits above every layer (tests/test_layers.py).
+"""
+
+from __future__ import annotations
+
+import importlib
 from pathlib import Path
-
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING, Any
 
 # Run from the checkout (`python -m pytest` and `python -c` put it first on sys.path), Python finds this folder
 # as `clearmed` before the installed package, and the subpackages installed from the top-level folders
@@ -12,3 +23,31 @@ __version__ = "0.1.0"
 _CHECKOUT = Path(__file__).parent.parent
 if (_CHECKOUT / "signatures" / "__init__.py").is_file() and str(_CHECKOUT) not in __path__:
     __path__.append(str(_CHECKOUT))
+
+from clearmed.core.version import __version__  # noqa: E402  (after the package path is complete)
+
+if TYPE_CHECKING:
+    from clearmed.api.evaluate import evaluate
+    from clearmed.assemble import build_program
+    from clearmed.config import load_config
+    from clearmed.evaluation.results_table import results_frame
+
+# Each public name -> the module that defines it.
+_DEFINED_IN = {
+    "build_program": "clearmed.assemble",
+    "evaluate": "clearmed.api.evaluate",
+    "load_config": "clearmed.config",
+    "results_frame": "clearmed.evaluation.results_table",
+}
+
+__all__ = ["__version__", "build_program", "evaluate", "load_config", "results_frame"]
+
+
+if not TYPE_CHECKING:  # for mypy the names are the imports above, so a misspelt one is an error, not an Any
+
+    def __getattr__(name: str) -> Any:
+        if name not in _DEFINED_IN:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(_DEFINED_IN[name]), name)
+        globals()[name] = value  # once imported, a plain attribute
+        return value

@@ -98,7 +98,7 @@ def _build_live(
         )
         program.program_name = name
         return program
-    corpus = medrag_corpus(name, config) if search_corpus else None
+    corpus = local_corpus(name, config) if search_corpus else None
     return SinglePathway(
         name,  # type: ignore[arg-type]
         build_retriever(corpus) if corpus is not None else None,
@@ -111,6 +111,11 @@ def _build_live(
 
 # The MedRAG baselines search with the retriever they are named after; CLEAR's programs with the config's.
 MEDRAG_RETRIEVERS: dict[str, CorpusRetriever] = {"medrag": "bm25", "medrag-medcpt": "medcpt"}
+
+
+def local_corpus(name: str, config: ClearmedConfig) -> CorpusConfig | None:
+    """The corpus a program's local pathway searches (None: it has none): CLEAR's searches the config's."""
+    return config.corpus if name in CLEAR_VARIANTS else medrag_corpus(name, config)
 
 
 def medrag_corpus(name: str, config: ClearmedConfig) -> CorpusConfig | None:

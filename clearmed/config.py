@@ -5,19 +5,27 @@ Tables: `[backbones.<role>]` (main required; assessor, teacher, prompt_model, ju
 environment variables and bad values are reported in one line naming the file and the field; types are strict
 everywhere (a number written as a string is refused, not coerced), paths being the one conversion.
 Relative paths are resolved against the config file's folder, so a config travels with its data.
+
+`extends = "o3-mini"` (a packaged config, or a path relative to the file) inherits another config: its tables are
+merged key by key under this file's, each file's relative paths resolved against its own folder. `--set
+section.key=value` overrides (`load_config(..., overrides=[...])`) are merged last, their values read as TOML
+(`--set program.local_k=32`, `--set backbones.main.model=gpt-4o`: a value that is not TOML is a string), relative
+paths against the working directory. The merged tables are validated like one file.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clearmed.backbones.config import PATH_FIELDS as BACKBONE_PATH_FIELDS
 from clearmed.backbones.config import BackboneConfig, ConfigError, format_validation_error, parse_backbones
 from clearmed.core.sanitize import register_secret_env, register_url_credentials
 from clearmed.retrieval.config import CorpusConfig, SearchConfig
@@ -56,7 +64,7 @@ _OPERATIONAL: Final[dict[str, Any]] = {
         "__all__": {"timeout", "num_retries", "cache", "price", "prompt_cache_mb", "model_cache_dir", "api_key_env"}
     },
     "search": {"timeout": True, "cache_path": True, "cache_mode": True, "tavily": {"api_key_env"}},
-    "corpus": {"threads"},
+    "corpus": {"threads", "hit_cache", "hit_cache_mode"},
 }
 
 
@@ -117,17 +125,19 @@ def resolve_config_path(name_or_path: str | None) -> Path:
 
 
 _PATH_FIELDS = {
-    "corpus": ("path", "index_dir", "data_root", "db_dir"),
+    "corpus": ("path", "index_dir", "data_root", "db_dir", "hit_cache"),
     "search": ("pages", "index_dir", "cache_path", "data_root"),
     "run": ("runs_dir", "lm_cache_dir"),
 }
 
 
-def _resolve_paths(tables: dict[str, Any], base: Path | None) -> dict[str, Any]:
+def _resolve_paths(
+    tables: dict[str, Any], base: Path | None, fields: Mapping[str, Sequence[str]] = _PATH_FIELDS
+) -> dict[str, Any]:
     """Path fields given as strings become paths (relative ones against `base`): the only conversion a config gets,
     as every other field is validated strictly."""
     resolved = dict(tables)
-    for section, names in _PATH_FIELDS.items():
+    for section, names in fields.items():
         table = resolved.get(section)
         if not isinstance(table, Mapping):
             continue
@@ -172,12 +182,92 @@ def register_config_secrets(config: ClearmedConfig) -> None:
         register_url_credentials(config.search.tavily.api_base_url)
 
 
-def load_config(name_or_path: str | None = None) -> ClearmedConfig:
+def load_config(name_or_path: str | None = None, overrides: Sequence[str] = ()) -> ClearmedConfig:
+    """A packaged config or TOML file, with what it `extends` under it and the `--set` overrides over it."""
     path = resolve_config_path(name_or_path)
+    tables = _read_extended(path, chain=())
+    if not overrides:
+        return parse_config(tables, source=str(path), base=path.parent)
+    tables = _merged(tables, _absolute_paths(parse_overrides(overrides), Path.cwd()))
     try:
-        tables = tomllib.loads(path.read_text(encoding="utf-8"))
+        return parse_config(tables, source=str(path), base=path.parent)
+    except ConfigError as err:
+        raise ConfigError(f"{err} (with --set {' --set '.join(overrides)})") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read: {err}") from None
-    return parse_config(tables, source=str(path), base=path.parent)
+
+
+def _read_extended(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """The file's tables merged over those of the config it extends (recursively); paths of an extended file are
+    made absolute against its own folder, as they would be read alone."""
+    if path.resolve() in chain:
+        raise ConfigError(f"{chain[0]}: extends {path}, which extends it again")
+    tables = _read_toml(path)
+    parent = tables.pop("extends", None)
+    if parent is None:
+        return tables
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{path}: extends must be a packaged config name or a TOML path, not {parent!r}")
+    relative = path.parent / parent
+    parent_path = resolve_config_path(str(relative) if relative.suffix == ".toml" else parent)
+    inherited = _absolute_paths(_read_extended(parent_path, (*chain, path.resolve())), parent_path.parent)
+    return _merged(inherited, tables)
+
+
+def _merged(under: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` merged into `under`: tables key by key, every other value replaced."""
+    out = dict(under)
+    for key, value in over.items():
+        below = out.get(key)
+        out[key] = _merged(below, value) if isinstance(below, Mapping) and isinstance(value, Mapping) else value
+    return out
+
+
+def _absolute_paths(tables: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """Relative path fields (the backbones' too) made absolute against `base`, so a later base leaves them be."""
+    resolved = _resolve_paths(dict(tables), base)
+    backbones = tables.get("backbones")
+    if isinstance(backbones, Mapping):
+        resolved["backbones"] = _resolve_paths(dict(backbones), base, dict.fromkeys(backbones, BACKBONE_PATH_FIELDS))
+    return _stringified(resolved)
+
+
+def _stringified(tables: Mapping[str, Any]) -> dict[str, Any]:
+    """Paths back to strings, as TOML gives them (validation converts them once, at the end)."""
+    return {
+        key: _stringified(value) if isinstance(value, Mapping) else str(value) if isinstance(value, Path) else value
+        for key, value in tables.items()
+    }
+
+
+_OVERRIDE_KEY = re.compile(r"^[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)+$")
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
+    """`section.key=value` strings as nested tables; the value read as TOML, else as a plain string."""
+    tables: dict[str, Any] = {}
+    for item in overrides:
+        key, equals, raw = item.partition("=")
+        key = key.strip()
+        if not equals or not _OVERRIDE_KEY.match(key):
+            raise ConfigError(f"--set {item}: expected SECTION.KEY=VALUE, e.g. --set program.local_k=32")
+        try:
+            value = tomllib.loads(f"value = {raw.strip()}")["value"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        *sections, name = key.split(".")
+        table = tables
+        for section in sections:
+            nested = table.setdefault(section, {})
+            if not isinstance(nested, dict):
+                raise ConfigError(f"--set {item}: {section} is set as a value by another --set")
+            table = nested
+        table[name] = value
+    return tables

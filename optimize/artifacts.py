@@ -28,9 +28,9 @@ from typing import Literal
 import dspy
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clearmed import __version__
 from clearmed.config import ClearmedConfig
 from clearmed.core.errors import UsageError
+from clearmed.core.version import __version__
 from clearmed.optimize.splits import UsedIds
 from clearmed.signatures.records import Thresholds
 

@@ -10,7 +10,7 @@ same answers, agreement and number of follow-up rounds, a guard or audit assessm
 challenger and number of rounds, a follow-up round only beside rounds that leave it the same pages (a round left
 out the pages the bundle already held: `FollowUpRound.excluded`), so that a ruling made on the round before any
 assessment (its evidence counts) is the live one; an audit only if it was asked every condition it rules on.
-Anything else (a branch the original run never took, a record made with a removed setting) cannot be served:
+Anything else (a branch the original run never took) cannot be served:
 replay then either raises `ReplayMiss`, or asks the `live` actions supplied by the caller (an LM-backed program,
 whose calls DSPy's cache makes free on a second visit). The calibrated verifier is not served but recomputed under
 the replayed weights: pure arithmetic over the recorded distributions.
@@ -226,9 +226,6 @@ def replay_decision(
     """Re-run the adjudication rules of one stored Decision under other thresholds or switches."""
     if decision.agreement is None:
         raise ReplayMiss(f"{decision.question_id}: the decision has no recorded agreement (not a CLEAR decision)")
-    if decision.removed_settings:
-        removed = ", ".join(decision.removed_settings)
-        raise ReplayMiss(f"{decision.question_id}: recorded with {removed}, since removed; it cannot be reproduced")
     actions = RecordedActions(decision, live=live, thresholds=thresholds)
     result = adjudicate(decision.bundle.initial(), decision.agreement, thresholds, actions, mechanisms)
     return result, actions

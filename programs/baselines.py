@@ -29,6 +29,7 @@ from clearmed.signatures.records import (
     PathwayName,
     Question,
 )
+from clearmed.signatures.records.question import OptionTexts, as_question
 from clearmed.signatures.records.settings import ProgramSettings
 
 SinglePathwayName = Literal["direct", "medrag", "medrag-medcpt", "online"]
@@ -67,7 +68,9 @@ class SinglePathway(dspy.Module):
         self.role_lms = dict(role_lms or {})
         self.program_name = name
 
-    def forward(self, question: Question) -> dspy.Prediction:
+    def forward(self, question: Question | str, options: OptionTexts | None = None) -> dspy.Prediction:
+        """Answer one question: a `Question`, or its text with its options (a list, lettered A, B, ...)."""
+        question = as_question(question, options)
         refusal = over_budget(question, self.settings)
         if refusal is not None:
             decision = refused_decision(question, refusal, self.program_name)

@@ -46,6 +46,7 @@ from clearmed.signatures.records import (
     Thresholds,
     VerifierOutput,
 )
+from clearmed.signatures.records.question import OptionTexts, as_question
 from clearmed.signatures.records.settings import ProgramSettings
 
 # Guards each program's once-per-run warning flag when questions run on several threads (a module-level lock: a
@@ -221,9 +222,9 @@ class CLEAR(dspy.Module):
 
     # ------------------------------------------------------------------------------------------ forward
 
-    def forward(self, question: Question) -> dspy.Prediction:
-        if not isinstance(question, Question):
-            raise TypeError(f"CLEAR expects a Question record, got {type(question).__name__}")
+    def forward(self, question: Question | str, options: OptionTexts | None = None) -> dspy.Prediction:
+        """Adjudicate one question: a `Question`, or its text with its options (a list, lettered A, B, ...)."""
+        question = as_question(question, options)
         refusal = over_budget(question, self.settings)
         if refusal is not None:
             decision = refused_decision(question, refusal, self.program_name, self.thresholds)

@@ -5,7 +5,8 @@ package re-exports nothing, so reading a config imports none of the search clien
 - corpora: `corpus` (`read_jsonl`, `read_parquet`, `read_hub`, `read_preset`, `FieldMapping`, `Chunking`),
   `tokenize`, `medrag_layout` (MedRAG's corpus folders);
 - local retrieval: `bm25_sparse` (`BM25sRetriever`, the default), `bm25_rank` (`RankBM25Retriever`, the
-  reference), `lucene` (pyserini, sharded), `dense` (MedCPT), `merge` (several corpora as one);
+  reference), `lucene` (pyserini, sharded), `dense` (MedCPT), `merge` (several corpora as one), wrapped by
+  `hit_cache` (`CachedRetriever`: hits recorded once, replayed with no index opened) keyed by `index_identity`;
 - web search: `tavily` (`TavilySearch`), `offline_web` (`OfflineWebSearch`), `memory` (in-memory doubles), wrapped
   by `cache` (`CachedWebSearch`, SQLite record/replay); `query` (`build_query`);
 - the evidence screen (`screening`) and source-quality priors (`priors`: `QualityPriors`, `assess_with_priors`);

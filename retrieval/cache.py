@@ -4,9 +4,9 @@ Keyed by (backend name, query, max_results, backend parameters); stores the retu
 Modes: `record` serves hits and stores misses, `replay` serves hits only (a miss is an error: a replayed
 evaluation must not silently search the live web), `off` passes through. WAL journal, busy timeout.
 
-Connections are pooled, not kept per thread: each lookup or store borrows an idle connection (opening one only when
-every other is in use) and gives it back, so a run holds as many connections as it has concurrent searches, however
-many threads come and go.
+Connections are pooled, not kept per thread (`CacheFile`, which the local pathway's hit cache, `hit_cache`, shares):
+each lookup or store borrows an idle connection (opening one only when every other is in use) and gives it back, so
+a run holds as many connections as it has concurrent searches, however many threads come and go.
 
 Every failure is fatal or transient, never an empty search. A file that is not a database, or one that cannot be
 written (read-only, disk full), fails every later search too: `EvidenceError(kind="cache")`, which the pathways raise as
@@ -52,6 +52,132 @@ class DamagedCacheEntryWarning(UserWarning):
     """A stored search that would not load was dropped from the cache and searched again."""
 
 
+class CacheFile:
+    """One SQLite cache file behind a pool of connections, its failures as `EvidenceError`s naming it (`label`).
+
+    Each block borrows an idle connection (opening one only when every other is in use) and gives it back. With
+    `read_only` the file is opened read-only and left as it is (no journal mode, no schema); where SQLite cannot open
+    it so (a WAL file in a folder this process cannot write, a file system whose locks fail), it is read as immutable:
+    a cache that only replays does not change."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        schema: str,
+        label: str,
+        backend: str,
+        busy_timeout: float = 5.0,
+        create: bool = False,
+        read_only: bool = False,
+    ) -> None:
+        self.path = path
+        self.label = label
+        self.backend = backend
+        self.busy_timeout = busy_timeout
+        self._schema = schema
+        self._create = create
+        self._read_only = read_only
+        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []  # open connections no block is using
+        self._connections: list[sqlite3.Connection] = []
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """An idle pooled connection (a new one when none is idle), given back when the block ends."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                if conn in self._connections:  # not closed meanwhile
+                    self._idle.append(conn)
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            if self._create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._read_only_connection() if self._read_only else self._writable_connection()
+        except sqlite3.Error as exc:
+            raise self.error(exc) from None
+        except OSError as exc:
+            raise self._os_error(exc) from None
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _connect(self, target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
+        # Shared by whichever thread borrows it, one at a time.
+        return sqlite3.connect(target, uri=uri, timeout=self.busy_timeout, check_same_thread=False)
+
+    def _writable_connection(self) -> sqlite3.Connection:
+        conn = self._connect(self.path)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(self._schema)
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        uri = self.path.resolve().as_uri()
+        try:
+            return _probed(self._connect(f"{uri}?mode=ro", uri=True))
+        except sqlite3.OperationalError:
+            return _probed(self._connect(f"{uri}?immutable=1", uri=True))
+
+    def _os_error(self, exc: OSError) -> EvidenceError:
+        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+            return EvidenceError(f"{self.label} {self.path}: {exc.strerror}", kind="busy", backend=self.backend)
+        return EvidenceError(f"{self.label} {self.path}: {exc.strerror or exc}", kind="cache", backend=self.backend)
+
+    def error(self, exc: sqlite3.Error) -> EvidenceError:
+        """A SQLite failure as the `EvidenceError` a pathway understands: busy (may pass) or cache (fatal)."""
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            message = (
+                f"{self.label} {self.path} is locked by another process for more than "
+                f"{self.busy_timeout:g} s; wait for it or use another cache path"
+            )
+            return EvidenceError(message, kind="busy", backend=self.backend)
+        if "unable to open" in text and self.path.exists():
+            # The file is there but no connection opens: most often no descriptor is left. A later attempt may pass.
+            return EvidenceError(f"{self.label} {self.path}: {text}", kind="busy", backend=self.backend)
+        if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+            message = f"{self.label} {self.path} is corrupt ({text}); delete it or point the cache elsewhere"
+        else:
+            message = f"{self.label} {self.path}: {text}"
+        return EvidenceError(message, kind="cache", backend=self.backend)
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._connections.clear()
+            self._idle.clear()
+
+    @property
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._connections)
+
+
+def _probed(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`conn`, once it has read the schema (a file that is no database fails here), else closed."""
+    try:
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 class CachedWebSearch:
     """Wraps any `WebSearch`; implements `WebSearch` under the inner backend's name."""
 
@@ -79,8 +205,14 @@ class CachedWebSearch:
         self.hits = 0
         self.misses = 0
         self._stats_lock = threading.Lock()
-        self._idle: list[sqlite3.Connection] = []  # open connections no search is using
-        self._connections: list[sqlite3.Connection] = []
+        self._file = CacheFile(
+            self.path,
+            schema=_SCHEMA,
+            label="search cache",
+            backend=self.name,
+            busy_timeout=busy_timeout,
+            create=mode == "record",
+        )
         if mode == "replay" and not self.path.is_file():
             raise EvidenceError(
                 f"search cache {self.path} does not exist; record it first (cache mode 'record')",
@@ -88,80 +220,15 @@ class CachedWebSearch:
                 backend=self.name,
             )
         if mode != "off":
-            with self._connection():  # fail at construction on a corrupt or unwritable file, not mid-evaluation
+            with self._file.connection():  # fail at construction on a corrupt or unwritable file, not mid-evaluation
                 pass
 
-    # ----------------------------------------------------------------------------------------- sqlite
-
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        """An idle pooled connection (a new one when none is idle), given back when the block ends."""
-        with self._stats_lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self._open()
-        try:
-            yield conn
-        finally:
-            with self._stats_lock:
-                if conn in self._connections:  # not closed meanwhile
-                    self._idle.append(conn)
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            if self.mode == "record":
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Shared by whichever thread borrows it, one at a time.
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(_SCHEMA)
-                conn.commit()
-            except BaseException:
-                conn.close()
-                raise
-        except sqlite3.Error as exc:
-            raise self._db_error(exc) from None
-        except OSError as exc:
-            raise self._os_error(exc) from None
-        with self._stats_lock:
-            self._connections.append(conn)
-        return conn
-
-    def _os_error(self, exc: OSError) -> EvidenceError:
-        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
-            return EvidenceError(f"search cache {self.path}: {exc.strerror}", kind="busy", backend=self.name)
-        return EvidenceError(f"search cache {self.path}: {exc.strerror or exc}", kind="cache", backend=self.name)
-
-    def _db_error(self, exc: sqlite3.Error) -> EvidenceError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            message = (
-                f"search cache {self.path} is locked by another process for more than "
-                f"{self.busy_timeout:g} s; wait for it or use another cache path"
-            )
-            return EvidenceError(message, kind="busy", backend=self.name)
-        if "unable to open" in text and self.path.exists():
-            # The file is there but no connection opens: most often no descriptor is left. A later attempt may pass.
-            return EvidenceError(f"search cache {self.path}: {text}", kind="busy", backend=self.name)
-        if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
-            message = f"search cache {self.path} is corrupt ({text}); delete it or point the cache elsewhere"
-        else:
-            message = f"search cache {self.path}: {text}"
-        return EvidenceError(message, kind="cache", backend=self.name)
-
     def close(self) -> None:
-        with self._stats_lock:
-            for conn in self._connections:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-            self._connections.clear()
-            self._idle.clear()
+        self._file.close()
 
     @property
     def open_connections(self) -> int:
-        with self._stats_lock:
-            return len(self._connections)
+        return self._file.open_connections
 
     # ----------------------------------------------------------------------------------------- keys
 
@@ -173,10 +240,10 @@ class CachedWebSearch:
 
     def _lookup(self, digest: str, query: str) -> list[Passage] | None:
         try:
-            with self._connection() as conn:
+            with self._file.connection() as conn:
                 row = conn.execute("SELECT passages FROM searches WHERE key = ?", (digest,)).fetchone()
         except sqlite3.Error as exc:
-            raise self._db_error(exc) from None
+            raise self._file.error(exc) from None
         if row is None:
             return None
         try:
@@ -200,15 +267,15 @@ class CachedWebSearch:
 
     def _drop(self, digest: str) -> None:
         try:
-            with self._connection() as conn, conn:
+            with self._file.connection() as conn, conn:
                 conn.execute("DELETE FROM searches WHERE key = ?", (digest,))
         except sqlite3.Error as exc:
-            raise self._db_error(exc) from None
+            raise self._file.error(exc) from None
 
     def _store(self, digest: str, query: str, params: str, passages: list[Passage]) -> None:
         payload = json.dumps([p.model_dump(mode="json") for p in passages], ensure_ascii=False)
         try:
-            with self._connection() as conn, conn:
+            with self._file.connection() as conn, conn:
                 conn.execute(
                     "INSERT OR REPLACE INTO searches VALUES (?, ?, ?, ?, ?, ?)",
                     (
@@ -221,7 +288,7 @@ class CachedWebSearch:
                     ),
                 )
         except sqlite3.Error as exc:
-            raise self._db_error(exc) from None
+            raise self._file.error(exc) from None
 
     # ----------------------------------------------------------------------------------------- WebSearch
 
@@ -250,7 +317,7 @@ class CachedWebSearch:
 
     def __len__(self) -> int:
         try:
-            with self._connection() as conn:
+            with self._file.connection() as conn:
                 return int(conn.execute("SELECT COUNT(*) FROM searches").fetchone()[0])
         except sqlite3.Error as exc:
-            raise self._db_error(exc) from None
+            raise self._file.error(exc) from None

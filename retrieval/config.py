@@ -39,6 +39,10 @@ class CorpusConfig(BaseModel):
     `retriever` (MedRAG's names, for backend "lucene"): "bm25"; "medcpt", MedCPT dense retrieval over each
     corpus's faiss index (`<db_dir>/<corpus>/index/ncbi/MedCPT-Article-Encoder`, encoders from `medcpt`); or
     "rrf-2", MedRAG's reciprocal rank fusion of the two.
+
+    `hit_cache` (a file) keeps the local pathway's hits (`retrieval.hit_cache`): `hit_cache_mode` "record" searches
+    the index on a miss and stores the hits, "replay" reads only the file (no index opened, no JVM started; a miss
+    stops the run), "off" ignores it. Fill it once with `clearmed index warm`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -67,8 +71,10 @@ class CorpusConfig(BaseModel):
     search_threads: int | None = Field(default=None, ge=1)
     retriever: CorpusRetriever = "bm25"
     medcpt: MedCPTConfig = Field(default_factory=MedCPTConfig)
+    hit_cache: Path | None = None
+    hit_cache_mode: CacheMode = "record"
 
-    @field_validator("path", "index_dir", "data_root", "db_dir")
+    @field_validator("path", "index_dir", "data_root", "db_dir", "hit_cache")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
@@ -109,6 +115,18 @@ class CorpusConfig(BaseModel):
             raise ValueError("the corpus needs a source: preset, path or hub (or, for bm25s, a built index_dir)")
         if self.index_dir is not None and self.backend != "bm25s":
             raise ValueError(f"index_dir is only used by backend 'bm25s', not {self.backend!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _hit_cache_of_an_index(self) -> CorpusConfig:
+        if self.hit_cache_mode == "replay" and self.hit_cache is None:
+            raise ValueError("hit_cache_mode 'replay' needs a hit_cache file")
+        on_disk = self.backend == "lucene" or (self.backend == "bm25s" and self.index_dir is not None)
+        if self.hit_cache is not None and self.hit_cache_mode != "off" and not on_disk:
+            raise ValueError(
+                "hit_cache keeps the hits of an index as built: backend 'lucene', or 'bm25s' with index_dir "
+                f"(backend {self.backend!r}{'' if self.backend != 'bm25s' else ' without index_dir'} indexes anew each run)"
+            )
         return self
 
     def _lucene_layout(self, has_source: bool) -> CorpusConfig:

@@ -29,6 +29,8 @@ from clearmed.retrieval.corpus import (
     read_preset,
 )
 from clearmed.retrieval.dense import MergedCorporaRetriever, RankFusionRetriever, open_medcpt
+from clearmed.retrieval.hit_cache import CachedRetriever
+from clearmed.retrieval.index_identity import corpus_settings, index_version
 from clearmed.retrieval.medrag_layout import chunk_dir, write_chunks
 from clearmed.retrieval.memory import InMemoryRetriever
 from clearmed.retrieval.offline_web import PAGE_MAPPING, OfflineWebSearch
@@ -58,8 +60,11 @@ def iter_corpus(cfg: CorpusConfig, stats: IngestStats | None = None) -> Iterator
 
 def build_retriever(cfg: CorpusConfig, progress: Progress | None = None) -> Retriever:
     """The local pathway's retriever. bm25s with `index_dir`: loads the index when present (unless `rebuild`),
-    else builds it there; lucene: opens each corpus's index, building those missing or half-built first.
-    Raises `EvidenceError(kind="index")` or `CorpusError` with a clear message."""
+    else builds it there; lucene: opens each corpus's index, building those missing or half-built first. Behind
+    `hit_cache`: replay opens no index at all, record opens it as above. Raises `EvidenceError(kind="index")` or
+    `CorpusError` with a clear message."""
+    if cfg.hit_cache is not None and cfg.hit_cache_mode != "off":
+        return build_hit_cache(cfg, progress)
     name = cfg.corpus_name()
     if cfg.retriever != "bm25":
         return build_medcpt_retriever(cfg)
@@ -94,6 +99,20 @@ def build_retriever(cfg: CorpusConfig, progress: Progress | None = None) -> Retr
             )
         return BM25sRetriever.load(cfg.index_dir, name=cfg.name)
     return build_index(cfg, progress=progress)
+
+
+def build_hit_cache(cfg: CorpusConfig, progress: Progress | None = None) -> CachedRetriever:
+    """The retriever behind `cfg.hit_cache`: replay with no live retriever (the index is never opened, its version
+    read from its metadata where it is here); record through the live one, opened (and built) first."""
+    assert cfg.hit_cache is not None
+    settings = corpus_settings(cfg)
+    if cfg.hit_cache_mode == "replay":
+        return CachedRetriever(None, cfg.hit_cache, "replay", settings=settings, version=index_version(cfg))
+    live = build_retriever(cfg.model_copy(update={"hit_cache": None}), progress)
+    version = index_version(cfg)
+    if version is None:  # the config validator admits only indexes on disk, which the live retriever just opened
+        raise EvidenceError(f"the index of {settings} names no version to record hits against", kind="index")
+    return CachedRetriever(live, cfg.hit_cache, "record", settings=settings, version=version)
 
 
 def build_index(

@@ -6,7 +6,8 @@
 #   scripts/eval_no_harm.sh pubmedqa-noctx [N=200]      # PubMedQA question only (MIRAGE's PubMedQA*)
 #   scripts/eval_no_harm.sh medqa [N=200]
 #
-# ARTIFACT (default: the tune artifact scripts/eval_mmlu_med.sh writes) and RUNS choose the folders; reruns resume.
+# ARTIFACT (default: the tune artifact of issue 16's MMLU-Med runs, docs/experiments/mmlu-med-suite.toml's tune
+# step) and RUNS choose the folders; reruns resume.
 # The likelihood-fitted artifact:  ARTIFACT=~/.cache/clearmed/runs/issue16/mmlu/fitted \
 #   RUNS=~/.cache/clearmed/runs/issue16/fitted/medqa scripts/eval_no_harm.sh medqa
 set -uo pipefail

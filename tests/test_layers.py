@@ -39,8 +39,16 @@ def module_files() -> dict[str, Path]:
     return found
 
 
+# The package face, clearmed/__init__.py: a room of its own above every floor. It re-exports the Python API from
+# the top (lazily) and the version from the ground, and no module of the package imports it.
+FACE = "clearmed"
+FACE_ROOM = "clearmed/__init__.py"
+
+
 def folder_of(module: str, modules: dict[str, Path]) -> str:
-    """The folder a module's file is in, named as if the remapped folders were under `clearmed/`."""
+    """The folder a module's file is in, named as if the remapped folders were under `clearmed/` (the face apart)."""
+    if module == FACE:
+        return FACE_ROOM
     path = modules[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     return package.replace(".", "/")
@@ -108,6 +116,12 @@ def test_no_two_folders_import_each_other_and_no_circle() -> None:
     assert circle(graph) is None
 
 
+def test_no_module_imports_the_package_face() -> None:
+    modules = module_files()
+    importers = [name for name, path in modules.items() if name != FACE and FACE in imported_modules(path, modules)]
+    assert importers == []  # the version is clearmed.core.version; the API's names come from their own modules
+
+
 def test_a_circle_of_folders_is_caught() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circle(graph) == ["a", "b", "c", "a"]
@@ -120,6 +134,7 @@ def test_folders_are_named_as_under_clearmed() -> None:
     assert folder_of("clearmed.programs.adjudication.rules", modules) == "clearmed/programs/adjudication"
     assert folder_of("clearmed.programs.adjudication", modules) == "clearmed/programs/adjudication"
     assert folder_of("clearmed.config", modules) == "clearmed"
+    assert folder_of("clearmed", modules) == FACE_ROOM
     assert "clearmed/cli" in folder_graph(modules)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 from rich.console import Console
 
+from clearmed.cli.program_setup import add_config_arguments, config_from_args
 from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -55,12 +56,11 @@ def _select(args: argparse.Namespace) -> tuple[BenchmarkSet, list[Question], lis
 
 def run_compile(args: argparse.Namespace) -> int:
     from clearmed import assemble
-    from clearmed.config import load_config
     from clearmed.optimize.artifacts import new_manifest, prepare_out_dir, write_artifact
     from clearmed.optimize.compiling import CompileLMs, compile_program, resolve_stages
     from clearmed.optimize.splits import UsedIds
 
-    config = load_config(args.config)
+    config = config_from_args(args)
     _, train, val = _select(args)
     out = prepare_out_dir(args.out)
     lms = assemble.build_role_lms(config, roles=("main", "assessor", "teacher", "prompt_model"))
@@ -159,7 +159,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     compile_.add_argument(
         "--skip-bad-rows", action="store_true", help="skip and count malformed benchmark rows instead of stopping"
     )
-    compile_.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
+    add_config_arguments(compile_)
     compile_.add_argument("--train", type=int, required=True, help="train questions")
     compile_.add_argument("--val", type=int, required=True, help="validation questions")
     compile_.add_argument("--seed", type=int, default=0)

@@ -36,6 +36,7 @@ from clearmed.backbones.llama_runtime import llama_cpp_available
 from clearmed.backbones.logprobs import EndpointCapabilities, probe_capabilities
 from clearmed.backbones.model_files import ModelFileError, file_sha256, resolve_model_path
 from clearmed.backbones.selfcheck import EngineProbe, probe_engine
+from clearmed.cli.program_setup import add_config_arguments, config_from_args
 from clearmed.retrieval.config import CorpusConfig
 
 BENCH_PROMPT_TOKENS = 256
@@ -46,15 +47,13 @@ Say = Callable[[str], None]
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     doctor = subparsers.add_parser("doctor", help="check the engine, the model and the backends of a config")
-    doctor.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
+    add_config_arguments(doctor)
     doctor.add_argument("--no-bench", action="store_true", help="a short self-check instead of the speed test")
     doctor.set_defaults(func=cmd_doctor)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from clearmed.config import load_config
-
-    config = load_config(args.config)
+    config = config_from_args(args)
     print(f"config: {config.source}")
     healthy = True
     for role, backbone in sorted(config.backbones.items()):

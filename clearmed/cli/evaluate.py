@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +10,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from clearmed.cli.program_setup import (
+    add_artifact_argument,
+    add_config_arguments,
+    artifact_from_args,
+    built_program,
+    config_from_args,
+)
 from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -18,6 +24,7 @@ if TYPE_CHECKING:
     from clearmed.config import ClearmedConfig
     from clearmed.evaluation import EvalSpec, RunSummary
     from clearmed.evaluation.recorded import RecordedPathway
+    from clearmed.evaluation.shard import RunShard
     from clearmed.optimize.artifacts import ProgramArtifact
     from clearmed.signatures.records import Question
 
@@ -27,11 +34,19 @@ def _slug(text: str) -> str:
 
 
 def default_run_dir(
-    runs_dir: Path, config_name: str, benchmark: str, program: str, limit: int | None, seed: int
+    runs_dir: Path,
+    config_name: str,
+    benchmark: str,
+    program: str,
+    limit: int | None,
+    seed: int,
+    shard: tuple[int, int] | None = None,
 ) -> Path:
-    """The same command always names the same folder, so rerunning it resumes."""
+    """The same command always names the same folder, so rerunning it resumes; shard K of N is a sibling folder of
+    the run's own (where `clearmed merge` puts the joined run)."""
     size = f"n{limit}" if limit else "all"
-    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}"
+    part = f"-shard{shard[0]}of{shard[1]}" if shard else ""
+    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{part}"
 
 
 def shared_source(benchmark: str) -> Path:
@@ -48,7 +63,10 @@ def shared_source(benchmark: str) -> Path:
 def _load_questions(args: argparse.Namespace) -> BenchmarkSet:
     from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
 
+    revision = getattr(args, "revision", None)  # commands without --revision hand their own namespace
     if args.benchmark == "demo":
+        if revision is not None:
+            raise UsageError("--revision picks a Hugging Face hub revision; the demo bundle has none")
         from clearmed.demo import demo_questions
 
         chosen = sample(list(demo_questions()), limit=args.limit, seed=args.seed)
@@ -61,14 +79,20 @@ def _load_questions(args: argparse.Namespace) -> BenchmarkSet:
         if args.limit:
             raise UsageError("give --ids or --limit, not both")
         wanted = read_id_file(args.ids)
-        bench = load_benchmark(args.benchmark, source=source, split=args.split, on_error=on_error)
+        bench = load_benchmark(args.benchmark, source=source, split=args.split, on_error=on_error, revision=revision)
         by_id = {q.id: q for q in bench.questions}
         missing = [qid for qid in wanted if qid not in by_id]
         if missing:
             raise UsageError(f"--ids: {len(missing)} ids are not in {args.benchmark} (first: {missing[0]})")
         return bench.model_copy(update={"questions": [by_id[qid] for qid in wanted]})
     return load_benchmark(
-        args.benchmark, source=source, split=args.split, limit=args.limit, seed=args.seed, on_error=on_error
+        args.benchmark,
+        source=source,
+        split=args.split,
+        limit=args.limit,
+        seed=args.seed,
+        on_error=on_error,
+        revision=revision,
     )
 
 
@@ -97,12 +121,11 @@ def _recorded_pathways(given: list[str], questions: Sequence[Question]) -> list[
 def run_eval(args: argparse.Namespace) -> int:
     """Exit codes: 0 done, 2 bad input or a fatal service error (a rejected key, an exhausted balance, a missing
     model: the run stops after its questions in flight and resumes with the same command), 3 the budget reached."""
-    from clearmed.config import load_config
     from clearmed.core.errors import FatalServiceError
     from clearmed.evaluation import run_evaluation
     from clearmed.evaluation.runner import BudgetReached
 
-    config = load_config(args.config)
+    config = config_from_args(args)
     bench = _load_questions(args)
     if not bench.questions:
         raise UsageError(f"{args.benchmark}: no questions to evaluate")
@@ -121,12 +144,9 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.estimate and not args.pilot:  # from stored runs: nothing is built, nothing is spent
         Console(soft_wrap=True).print(_estimate_text(spec, config, threads, pilot=False), markup=False)
         return 0
-    from clearmed.assemble import build_program
     from clearmed.evaluation.scoring import scorer_for
-    from clearmed.optimize.artifacts import apply_artifact
 
-    program = build_program(args.program, config, pathways={r.pathway: r.module() for r in recorded})
-    apply_artifact(program, artifact, config)
+    program = built_program(args.program, config, artifact, pathways={r.pathway: r.module() for r in recorded})
     try:
         run_evaluation(
             spec,
@@ -159,33 +179,53 @@ def _eval_spec(
     """The run to make: its spec (named by the program, its artifact and its recorded pathways), the config carrying
     the artifact's thresholds, the artifact and the recorded pathways."""
     from clearmed.evaluation import EvalSpec
-    from clearmed.optimize.artifacts import refuse_seen_ids, with_artifact
 
-    artifact, config = with_artifact(args.program_artifact, config)
+    artifact, config = artifact_from_args(args, config)
+    questions, shard = _sharded(args.shard, bench.questions)
     if artifact is not None:
-        refuse_seen_ids([q.id for q in bench.questions], artifact, allow=args.allow_train_overlap)
+        from clearmed.optimize.artifacts import refuse_seen_ids
+
+        refuse_seen_ids([q.id for q in questions], artifact, allow=args.allow_train_overlap)
     label = args.program if artifact is None else f"{args.program}+{artifact.path.resolve().name}"
-    recorded = _recorded_pathways(args.pathway, bench.questions)
+    recorded = _recorded_pathways(args.pathway, questions)
     label += "".join(f"+{r.pathway}={r.label}" for r in recorded)
     run_dir = (
         Path(args.run_dir)
         if args.run_dir
         else default_run_dir(
-            config.run.runs_dir, Path(config.source).stem, args.benchmark, label, args.limit, args.seed
+            config.run.runs_dir,
+            Path(config.source).stem,
+            args.benchmark,
+            label,
+            args.limit,
+            args.seed,
+            shard=(shard.index, shard.count) if shard else None,
         )
     )
     spec = EvalSpec(
         program=args.program,
         benchmark=args.benchmark,
         source=bench.source,
-        questions=bench.questions,
+        questions=questions,
         run_dir=run_dir,
         limit=args.limit,
         seed=args.seed,
         artifact=str(artifact.path.resolve()) if artifact is not None else None,
         recorded_pathways={r.pathway: r.source for r in recorded},
+        shard=shard,
+        dataset_revision=bench.revision,
     )
     return spec, config, artifact, recorded
+
+
+def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Question], RunShard | None]:
+    """`--shard K/N`: shard K of the run's questions (clearmed.evaluation.shard), else all of them."""
+    if given is None:
+        return list(questions), None
+    from clearmed.evaluation.shard import parse_shard, take_shard
+
+    index, count = parse_shard(given)
+    return take_shard(questions, [q.id for q in questions], index, count)
 
 
 def _print_summary(summary: RunSummary) -> None:
@@ -199,31 +239,11 @@ def _print_summary(summary: RunSummary) -> None:
 def _write_summary(spec: EvalSpec, config: ClearmedConfig, console: Console) -> RunSummary:
     """summary.json, summary.md, leakage.json, plots and the HTML report of what the run folder holds."""
     from clearmed.cli.report import write_run_report
-    from clearmed.evaluation import read_records, summarize, write_plots
     from clearmed.evaluation.spend import Prices
-    from clearmed.evaluation.store import RunStore, read_set_aside_degraded
-    from clearmed.evaluation.summary import comparison_table, details_markdown
-    from clearmed.metrics import audit_leakage
+    from clearmed.evaluation.summary import write_run_summary
 
-    run_dir = spec.run_dir
-    records = sorted(read_records(run_dir), key=lambda record: record.index)
-    with RunStore(run_dir) as store:
-        manifest = store.read_manifest()
-        assert manifest is not None
-        audits = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
-        summary = summarize(
-            records,
-            manifest,
-            seed=spec.seed,
-            leaks=audits,
-            prices=Prices.of(config),
-            set_aside=read_set_aside_degraded(run_dir),
-        )
-        store.write_json("summary.json", summary.model_dump_json(indent=2))
-        store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
-        store.write_json("leakage.json", json.dumps([a.model_dump() for a in audits if a.flagged], indent=2))
-        write_plots([summary], run_dir / "plots")
-    write_run_report(run_dir, console)  # after the lock is released: the report only reads the folder
+    summary = write_run_summary(spec.run_dir, Prices.of(config))
+    write_run_report(spec.run_dir, console)  # after the lock is released: the report only reads the folder
     return summary
 
 
@@ -313,7 +333,10 @@ def _add_question_arguments(evaluate: argparse.ArgumentParser) -> None:
         "--source", help="local file in the upstream schema, or 'shared' (default: the Hugging Face hub copy)"
     )
     evaluate.add_argument("--split", help="hub split (or label for a local file)")
-    evaluate.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
+    evaluate.add_argument(
+        "--revision", help="hub branch, tag or commit to read the benchmark at (the commit read goes in the manifest)"
+    )
+    add_config_arguments(evaluate)
     evaluate.add_argument("--limit", type=int, help="evaluate N questions (deterministic sample with --seed)")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--ids", help="a file of question ids to evaluate, in order (one per line or a JSON list)")
@@ -326,7 +349,7 @@ def _add_run_arguments(evaluate: argparse.ArgumentParser) -> None:
     """`eval`: how the run is made: threads, folder, artifact, degraded questions, budget, estimate, pathways."""
     evaluate.add_argument("--threads", type=int, help="questions in parallel (default: run.num_threads)")
     evaluate.add_argument("--run-dir", help="run folder (default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>)")
-    evaluate.add_argument("--program-artifact", help="a `clearmed compile` / `clearmed tune` artifact folder to load")
+    add_artifact_argument(evaluate)
     evaluate.add_argument(
         "--allow-train-overlap", action="store_true", help="evaluate even on ids the artifact was optimized on"
     )
@@ -358,6 +381,11 @@ def _add_run_arguments(evaluate: argparse.ArgumentParser) -> None:
         help="take a pathway's answers from a recorded run instead of running it: NAME is parametric, local or "
         "dynamic; SOURCE a MIRAGE prediction folder or a clearmed run folder, or 'absent' to leave the pathway "
         "out (repeatable; the adjudication always runs live)",
+    )
+    evaluate.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="evaluate shard K of N of the run's questions (round robin by position; join them with clearmed merge)",
     )
     evaluate.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
 

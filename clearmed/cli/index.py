@@ -1,4 +1,5 @@
-"""`clearmed index build|info`: build the local pathway's index (bm25s, or Lucene in MedRAG's layout), describe one.
+"""`clearmed index build|info|warm`: build the local pathway's index (bm25s, or Lucene in MedRAG's layout), describe
+one, and search a benchmark's questions once into the local hit cache (`retrieval.hit_cache`).
 
     clearmed index build --preset openstax --out indexes/openstax
     clearmed index build --path my_corpus.parquet --id-field doc_id --text-field body --out indexes/mine
@@ -8,6 +9,7 @@
     clearmed index build --backend lucene --db-dir /data/medcorp --corpus pubmed --shards 8
     clearmed index info indexes/openstax [--json]
     clearmed index info /data/medcorp/textbooks/index/bm25 [--json]
+    clearmed index warm --benchmark medqa --source shared -c medcorp.toml --out hits.sqlite   # the local hit cache
 
 A thin layer over `clearmed.retrieval`: parse flags into a `CorpusConfig`, call the library, print.
 """
@@ -24,15 +26,26 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
-from clearmed.retrieval.base import EvidenceError
+from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.core.errors import UsageError
+from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError
 from clearmed.retrieval.bm25_sparse import directory_size, read_manifest
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.corpus import CorpusError, IngestStats
-from clearmed.retrieval.factory import build_index, build_lucene_indexes
+from clearmed.retrieval.factory import build_hit_cache, build_index, build_lucene_indexes
+from clearmed.retrieval.hit_cache import CachedRetriever
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -40,9 +53,9 @@ EXIT_BAD_INPUT = 2
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `index` with its `build` and `info` subcommands to the CLI."""
+    """Add `index` with its `build`, `info` and `warm` subcommands to the CLI."""
     index = subparsers.add_parser("index", help="build or inspect a local BM25 index (bm25s or Lucene)")
-    commands = index.add_subparsers(dest="index_command", metavar="{build,info}", required=True)
+    commands = index.add_subparsers(dest="index_command", metavar="{build,info,warm}", required=True)
 
     build = commands.add_parser("build", help="index a corpus (bm25s into --out; lucene under --db-dir)")
     build.add_argument("--backend", choices=["bm25s", "lucene"], help="default: the config's, else bm25s")
@@ -78,6 +91,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     info.add_argument("directory", type=Path)
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(func=run_info)
+    _register_warm(commands)
+
+
+def _register_warm(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    warm = commands.add_parser(
+        "warm", help="search every question of a benchmark once into the local pathway's hit cache (corpus.hit_cache)"
+    )
+    warm.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`), or 'demo'")
+    warm.add_argument("--source", help="local file in the upstream schema, or 'shared' (default: the hub copy)")
+    warm.add_argument("--split", help="hub split (or label for a local file)")
+    warm.add_argument("--limit", type=int, help="N questions, the sample `clearmed eval --limit N --seed S` takes")
+    warm.add_argument("--seed", type=int, default=0)
+    warm.add_argument("--ids", help="a file of question ids (one per line or a JSON list)")
+    warm.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed benchmark rows")
+    warm.add_argument(
+        "--program",
+        default="clear",
+        help="whose local pathway to search for: its retriever and local_k (default: clear)",
+    )
+    add_config_arguments(warm, help="the config whose [corpus] and [program] local_k the runs will use")
+    warm.add_argument("--out", type=Path, help="the cache file to fill (default: corpus.hit_cache of the config)")
+    warm.set_defaults(func=run_warm)
 
 
 def corpus_config_from_args(args: argparse.Namespace) -> CorpusConfig:
@@ -261,6 +296,74 @@ def _run_lucene_build(cfg: CorpusConfig, err: Console) -> int:
         for problem in stats.problems[:5]:
             err.print(f"  {problem}", highlight=False, markup=False, soft_wrap=True)
     return EXIT_OK
+
+
+def run_warm(args: argparse.Namespace) -> int:
+    """Search the local pathway's query of every question (skipping those already cached) into the hit cache."""
+    from clearmed.cli.evaluate import _load_questions
+    from clearmed.programs.pathways.web_query import build_query  # the query LocalPathway searches
+
+    err = Console(stderr=True)
+    corpus, k = warm_target(args)
+    bench = _load_questions(args)
+    if not bench.questions:
+        raise UsageError(f"{args.benchmark}: no questions to search")
+    started = time.perf_counter()
+    cache = build_hit_cache(corpus)  # opens (and builds, when missing) the index
+    try:
+        failed = _warm(cache, [build_query(q) for q in bench.questions], k, err)
+    finally:
+        cache.close()
+    seconds = time.perf_counter() - started
+    searched = f"{cache.misses:,} searched, {cache.hits:,} already cached"
+    print(
+        f"warmed {cache.path}: {len(bench.questions):,} questions of {bench.name} ({searched}), k={k}, "
+        f"{cache.name} at index version {cache.index_version}, in {seconds:.1f} s"
+    )
+    if failed:
+        searches = "search" if failed == 1 else "searches"
+        err.print(Text(f"{failed:,} {searches} failed for a reason that may pass, not stored: warm again to fill them"))
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def warm_target(args: argparse.Namespace) -> tuple[CorpusConfig, int]:
+    """The corpus `args.program` searches (set to record into the cache) and its local_k; one-line errors."""
+    from clearmed.assemble import PROGRAMS, local_corpus
+    from clearmed.signatures.records.settings import clear_variant_settings
+
+    config = config_from_args(args)
+    if args.program not in PROGRAMS:
+        raise UsageError(f"unknown program {args.program!r}; choose one of {', '.join(PROGRAMS)}")
+    corpus = local_corpus(args.program, config)
+    if corpus is None:
+        raise UsageError(f"{args.program} searches no local corpus (no [corpus] table, or no local pathway)")
+    path = args.out or corpus.hit_cache
+    if path is None:
+        raise UsageError("say which file to fill: --out FILE (or corpus.hit_cache in the config)")
+    try:
+        recording = _validated({**corpus.model_dump(), "hit_cache": path, "hit_cache_mode": "record"})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    settings = clear_variant_settings(args.program, config.program) or config.program
+    return recording, settings.local_k
+
+
+def _warm(cache: CachedRetriever, queries: list[str], k: int, err: Console) -> int:
+    """Every query through the cache, with a progress bar; the failures that were not stored (transient ones)."""
+    failed = 0
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(f"searching {cache.name}", total=len(queries))
+        for query in queries:
+            try:
+                cache.retrieve(query, k)
+            except EvidenceError as exc:
+                if exc.kind in FATAL_FAILURES:
+                    raise
+                failed += exc.kind in TRANSIENT_FAILURES  # the others are stored, and replayed, as they happened
+            progress.advance(task)
+    return failed
 
 
 def lucene_index_info(directory: Path) -> dict[str, Any]:

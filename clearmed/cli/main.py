@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from rich.console import Console
 
-from clearmed import __version__
+from clearmed.cli.program_setup import add_artifact_argument, add_config_arguments
 from clearmed.core.errors import FatalServiceError, UsageError
+from clearmed.core.version import __version__
 
 if TYPE_CHECKING:
     from clearmed.signatures.records import AnswerMode, Question
@@ -71,24 +72,16 @@ def _question_from_args(args: argparse.Namespace) -> Question:
 def cmd_ask(args: argparse.Namespace) -> int:
     question = _question_from_args(args)  # a bad question is refused before anything heavy is imported
     with Console(stderr=True).status("loading the program ...", spinner="dots") as status:
-        from clearmed.assemble import build_clear
-        from clearmed.config import load_config
+        from clearmed.cli.program_setup import artifact_from_args, built_program, config_from_args
         from clearmed.programs.lm.prompting import over_budget
 
-        config = load_config(args.config)
+        config = config_from_args(args)
         refusal = over_budget(question, config.program)  # before loading a model that could not read it
         if refusal is not None:
             raise UsageError(refusal)
         status.update(f"answering with {config.backbones['main'].model} ...")
-        if args.program_artifact:  # the optimizer's layer is loaded only for a compiled program
-            from clearmed.optimize.artifacts import apply_artifact, with_artifact
-
-            artifact, config = with_artifact(args.program_artifact, config)
-            program = build_clear(config)
-            apply_artifact(program, artifact, config)
-        else:
-            program = build_clear(config)
-        decision = program(question=question).decision
+        artifact, config = artifact_from_args(args, config)
+        decision = built_program("clear", config, artifact)(question=question).decision
     if args.json:
         sys.stdout.write(decision.model_dump_json(indent=2) + "\n")
     else:
@@ -113,13 +106,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from clearmed.config import load_config, packaged_configs
+    from clearmed.cli.program_setup import config_from_args
+    from clearmed.config import packaged_configs
 
     if args.list:
         for name, path in sorted(packaged_configs().items()):
             print(f"{name}\t{path}")
         return 0
-    config = load_config(args.config)
+    config = config_from_args(args)
     # The config holds only names of key variables, never keys: safe to print whole.
     sys.stdout.write(config.model_dump_json(indent=2, exclude_none=True) + "\n")
     return 0
@@ -132,10 +126,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("clearmed.cli.evaluate", "evaluate a program on a benchmark (resumable run folder)"),
     "compare": ("clearmed.cli.evaluate", "put finished runs side by side"),
     "benchmarks": ("clearmed.cli.evaluate", "list the benchmarks with hub ids and scoring"),
+    "merge": ("clearmed.cli.merge", "join the shards of a run (eval --shard K/N) into one run folder"),
+    "suite": (
+        "clearmed.cli.suite",
+        "run a matrix of evaluations (programs x benchmarks x configs), resumable, with one comparison per benchmark",
+    ),
     "report": (
         "clearmed.cli.report",
         "write a static HTML report of run folders (overview, question trails, comparisons)",
     ),
+    "export": ("clearmed.cli.export", "write a run's table, one row per question, as CSV or Parquet"),
     "index": ("clearmed.cli.index", "build or inspect a local BM25 index (bm25s or Lucene)"),
     "export-sft": (
         "clearmed.cli.export_sft",
@@ -201,8 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--multi", action="store_true", help="several options may be correct")
     ask.add_argument("--context", help="context given with the question (e.g. an abstract)")
     ask.add_argument("--demo", metavar="ID", help="answer a question of the built-in demo bundle (see `clearmed demo`)")
-    ask.add_argument("-c", "--config", help="packaged config name or TOML path (default: embedded)")
-    ask.add_argument("--program-artifact", help="a `clearmed compile` / `clearmed tune` artifact folder to load")
+    add_config_arguments(ask)
+    add_artifact_argument(ask)
     ask.add_argument("--json", action="store_true", help="print the Decision as JSON")
     ask.add_argument("--passages", type=int, default=12, help="evidence rows to show (default 12)")
     ask.set_defaults(func=cmd_ask)
@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     config = commands.add_parser("config", help="validate and print a config")
-    config.add_argument("-c", "--config", help="packaged config name or TOML path")
+    add_config_arguments(config, help="packaged config name or TOML path")
     config.add_argument("--list", action="store_true", help="list packaged configs")
     config.set_defaults(func=cmd_config)
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 from rich.console import Console
 
+from clearmed.cli.program_setup import add_config_arguments, config_from_args
 from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -23,10 +24,10 @@ if TYPE_CHECKING:
 def _run_config(args: argparse.Namespace) -> ClearmedConfig:
     """The config whose priors (and, with --live, LMs) replay uses: -c, else the first run's config.json."""
     from clearmed.backbones.config import BackboneConfig
-    from clearmed.config import ClearmedConfig, load_config
+    from clearmed.config import ClearmedConfig
 
-    if args.config:
-        return load_config(args.config)
+    if args.config or args.overrides:
+        return config_from_args(args)
     path = Path(args.run[0]) / "config.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -219,7 +220,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--program-artifact",
         help="the compile artifact the runs were made with: its program.json goes into this artifact too",
     )
-    tune.add_argument("-c", "--config", help="config for priors and --live LMs (default: the first run's config)")
+    add_config_arguments(tune, help="config for priors and --live LMs (default: the first run's config)")
     tune.add_argument("--cost-weight", type=float, default=0.0, help="objective = accuracy - weight * cost")
     tune.add_argument("--cost-unit", choices=["calls", "seconds"], default="calls", help="cost per question")
     tune.add_argument("--train-ids", help="file of ids to tune on (JSON list, ids.json, or one per line)")

@@ -18,7 +18,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clearmed.backbones.config import BackboneConfig
 from clearmed.evaluation.spend import Prices
-from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, read_records, read_set_aside_degraded
+from clearmed.evaluation.store import (
+    EvalRecord,
+    RunManifest,
+    RunStoreError,
+    load_manifest,
+    read_records,
+    read_set_aside_degraded,
+)
 from clearmed.evaluation.summary import RunSummary, summarize
 from clearmed.metrics import PairedComparison, paired_comparison
 
@@ -38,7 +45,7 @@ def _manifest(folder: Path) -> RunManifest:
     path = folder / "manifest.json"
     if not path.is_file():
         raise RunStoreError(f"{folder}: no manifest.json (is it a run folder?)")
-    return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    return load_manifest(path)
 
 
 def _correct(records: Sequence[EvalRecord]) -> dict[str, bool]:
@@ -49,11 +56,20 @@ def _correct(records: Sequence[EvalRecord]) -> dict[str, bool]:
     }
 
 
+def snapshot_backbone(table: dict[str, object]) -> BackboneConfig:
+    """A backbone of a run's config snapshot. The snapshot writes every field, embedded-only defaults included, and a
+    remote backbone refuses those: fields at their default are dropped before validating."""
+    fields = BackboneConfig.model_fields
+    return BackboneConfig.model_validate(
+        {key: value for key, value in table.items() if key not in fields or fields[key].default != value}
+    )
+
+
 def snapshot_prices(folder: Path) -> Prices | None:
     """The prices of the backbones a run folder's config snapshot names; None when it cannot be read."""
     try:
         snapshot = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        backbones = {role: BackboneConfig.model_validate(table) for role, table in snapshot["backbones"].items()}
+        backbones = {role: snapshot_backbone(table) for role, table in snapshot["backbones"].items()}
         # Tavily's credit price as the run had it (runs from before it was priced: 0, as their records were).
         per_credit = float(snapshot.get("run", {}).get("tavily_usd_per_credit", 0.0))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError):
@@ -62,9 +78,17 @@ def snapshot_prices(folder: Path) -> Prices | None:
 
 
 def _labels(folders: Sequence[Path]) -> list[str]:
-    """Folder names, qualified by their parent when two runs share a name (e.g. medqa/clear-n50-s0)."""
-    names = [f.name for f in folders]
-    return [f"{f.parent.name}/{f.name}" if names.count(f.name) > 1 else f.name for f in folders]
+    """Folder names, qualified by as many parents as tell two runs of one name apart (e.g. medqa/clear-n50-s0, or
+    o3-mini/medqa/clear-n50-s0 beside qwen/medqa/clear-n50-s0: a suite's cells)."""
+    names = [folder.name for folder in folders]
+    labels = []
+    for folder in folders:
+        others = [f for f in folders if f.parts != folder.parts]
+        depth = 1 if names.count(folder.name) == 1 else 2
+        while depth < len(folder.parts) and any(f.parts[-depth:] == folder.parts[-depth:] for f in others):
+            depth += 1
+        labels.append("/".join(folder.parts[-depth:]))
+    return labels
 
 
 def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:

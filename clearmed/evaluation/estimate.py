@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from clearmed.config import ClearmedConfig
 from clearmed.evaluation.runner import config_digest, same_config_as_snapshot
 from clearmed.evaluation.spend import Prices, total_usd
-from clearmed.evaluation.store import EvalRecord, RunManifest, read_records
+from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, load_manifest, read_records
 from clearmed.signatures.records import CallUsage
 
 __all__ = ["Estimate", "estimate", "stored_runs"]
@@ -106,8 +106,8 @@ def stored_runs(
     for path in candidates:
         folder = path.parent.resolve()
         try:
-            manifest = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            manifest = load_manifest(path)
+        except RunStoreError:  # a damaged folder, or a run of another schema: no basis for an estimate
             continue
         if manifest.program != program or manifest.artifact != artifact:
             continue

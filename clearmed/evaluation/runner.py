@@ -34,12 +34,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from clearmed import __version__
 from clearmed.config import ClearmedConfig, answer_settings, without_operational
 from clearmed.core.errors import FatalServiceError, UsageError
 from clearmed.core.sanitize import redact_secrets
+from clearmed.core.version import __version__
 from clearmed.evaluation.degraded import degraded_stages
 from clearmed.evaluation.lm_cache import watch_lm_cache
+from clearmed.evaluation.progress import ProgressLines, wants_lines
+from clearmed.evaluation.shard import RunShard
 from clearmed.evaluation.spend import Prices, record_usd
 from clearmed.evaluation.spend_log import SpendLog
 from clearmed.evaluation.store import (
@@ -55,7 +57,6 @@ from clearmed.evaluation.store import (
 )
 from clearmed.metrics import QuestionScore, score_decision
 from clearmed.signatures.records import AdjudicationStep, CallUsage, Decision, EvidenceBundle, Question
-from clearmed.signatures.records.removed import REMOVED_PROGRAM_SETTINGS, REMOVED_THRESHOLDS, split_removed
 
 Scorer = Callable[[Question, Decision], QuestionScore | None]
 
@@ -72,6 +73,8 @@ class EvalSpec:
     artifact: str | None = None
     # pathway -> the folder its answers were read from, or "absent" (`eval --pathway`): part of what the run is
     recorded_pathways: dict[str, str] = field(default_factory=dict)
+    shard: RunShard | None = None  # `questions` are this shard of the run's list (`eval --shard K/N`)
+    dataset_revision: str | None = None  # the hub revision the questions were read at (`BenchmarkSet.revision`)
 
 
 class BudgetReached(Exception):
@@ -212,12 +215,6 @@ def same_config_as_snapshot(directory: Path, config: ClearmedConfig) -> bool:
         return False
     if not isinstance(snapshot, dict):
         return False
-    # Settings since removed (records.removed) match when the snapshot had them off, as this version always is.
-    for table, removed in (("program", REMOVED_PROGRAM_SETTINGS), ("thresholds", REMOVED_THRESHOLDS)):
-        if isinstance(snapshot.get(table), dict):
-            snapshot[table], used = split_removed(snapshot[table], removed)
-            if used:
-                return False
     current = answer_settings(config)
     non_default = answer_settings(config, exclude_defaults=True)
     return _extends(without_operational(snapshot), current, non_default)
@@ -246,12 +243,17 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             clearmed_version=__version__,
             artifact=spec.artifact,
             recorded_pathways=spec.recorded_pathways,
+            shard=spec.shard,
+            dataset_revision=spec.dataset_revision,
         )
         # The config snapshot first: the manifest is what makes a folder a run, so a kill between the two
         # writes must not leave a run without its config.
         store.write_json("config.json", config_snapshot(config))
         store.write_manifest(manifest)
         return manifest
+    # A run that recorded no revision (a local file, a commit the cache did not say, a run from before revisions were
+    # recorded) holds a resume to none; one that did resumes only at that revision.
+    revision = spec.dataset_revision if existing.dataset_revision is not None else None
     mismatches = [
         f"{name} {old!r} != {new!r}"
         for name, old, new in (
@@ -260,6 +262,8 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             ("config", digest if same_config_as_snapshot(store.directory, config) else existing.config_digest, digest),
             ("program artifact", existing.artifact, spec.artifact),
             ("recorded pathways", existing.recorded_pathways, spec.recorded_pathways),
+            ("shard", existing.shard, spec.shard),
+            ("hub revision", existing.dataset_revision, revision),
         )
         if old != new
     ]
@@ -451,23 +455,29 @@ class EvalRun:
         return record
 
     def drive(self) -> None:
-        """Run the questions left, one at a time or on threads, until done or stopped."""
+        """Run the questions left, one at a time or on threads, until done or stopped: under the progress bar on a
+        terminal, with a line every so often in a batch log (`progress.ProgressLines`)."""
+        label = f"{self.spec.program} on {self.spec.benchmark}"
+        total, completed = len(self.manifest.question_ids), len(self.done)
+        logged = self.show_progress and wants_lines(self.console)
+        lines = ProgressLines(self.console, label, total=total, done=completed) if logged else None
         progress = Progress(
-            TextColumn(escape(f"{self.spec.program} on {self.spec.benchmark}")),
+            TextColumn(escape(label)),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=self.console,
-            disable=not self.show_progress,
+            disable=not self.show_progress or logged,
         )
         with progress:
-            total, completed = len(self.manifest.question_ids), len(self.done)
             task = progress.add_task("eval", total=total, completed=completed, status=self.running.describe())
 
             def tick() -> None:
                 progress.update(task, advance=1, status=self.running.describe())
+                if lines is not None:
+                    lines.tick(self.running)
 
             if self.num_threads <= 1:
                 for question in self.todo:
@@ -478,6 +488,8 @@ class EvalRun:
                     tick()
             else:
                 self.started = _evaluate_threaded(self.todo, self.step, self.num_threads, tick, self.may_start)
+        if lines is not None:
+            lines.end(self.running)
 
     def finish(self) -> list[EvalRecord]:
         """Raise what stopped the run early; else every record of the run, in the manifest's order."""

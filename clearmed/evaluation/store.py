@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from clearmed.core.sanitize import redact_secrets
+from clearmed.evaluation.shard import RunShard
 from clearmed.metrics import QuestionScore
 from clearmed.signatures.records import Decision
 
@@ -38,6 +39,12 @@ RESULTS = "results.jsonl"
 UNREADABLE = "results.unreadable.jsonl"  # lines set aside on resume: not valid records, kept for inspection
 DEGRADED = "results.degraded.jsonl"  # degraded records set aside on resume, their questions redone (and paid for)
 LOCK = ".lock"
+
+# The layout of a run folder's records. Schema 2 (clearmed 0.2.0) dropped the fields and settings issue 26 removed
+# (the letter-prior correction, stated confidence, the confidence gates, the calibrated re-search); clearmed 0.1.0
+# wrote schema 1, with no `schema_version` in its manifests, and is the last version that reads them.
+RUN_SCHEMA_VERSION = 2
+_SCHEMA_READERS = {1: "clearmed 0.1.0 (pip install 'clearmed==0.1.0')"}
 
 
 class RunStoreError(Exception):
@@ -58,6 +65,7 @@ class RunManifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int = RUN_SCHEMA_VERSION
     program: str
     benchmark: str
     source: str
@@ -72,6 +80,14 @@ class RunManifest(BaseModel):
     artifact: str | None = Field(default=None, description="the --program-artifact folder the program was loaded from")
     recorded_pathways: dict[str, str] = Field(
         default_factory=dict, description="pathways read from recorded runs (--pathway): the folder, or 'absent'"
+    )
+    dataset_revision: str | None = Field(
+        default=None,
+        description="the hub revision the benchmark was read at (--revision): the commit the hub resolved where the "
+        "datasets cache says it, else the revision asked; None for a local file or an unknown commit",
+    )
+    shard: RunShard | None = Field(
+        default=None, description="this run is one shard of a larger run (--shard K/N; clearmed.evaluation.shard)"
     )
 
 
@@ -143,12 +159,7 @@ class RunStore:
         return self.directory / RESULTS
 
     def read_manifest(self) -> RunManifest | None:
-        if not self.manifest_path.exists():
-            return None
-        try:
-            return RunManifest.model_validate_json(self.manifest_path.read_text(encoding="utf-8"))
-        except (ValidationError, OSError) as err:
-            raise RunStoreError(f"{self.manifest_path}: unreadable manifest: {err}") from None
+        return load_manifest(self.manifest_path) if self.manifest_path.exists() else None
 
     def write_manifest(self, manifest: RunManifest) -> None:
         temporary = self.manifest_path.with_suffix(".tmp")
@@ -220,6 +231,25 @@ class RunStore:
                 os.fsync(handle)
             finally:
                 os.close(handle)
+
+
+def load_manifest(path: Path) -> RunManifest:
+    """A run folder's manifest; a run of another schema is refused in one line naming the version that reads it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        version = data.get("schema_version", 1) if isinstance(data, dict) else None
+    except (OSError, ValueError) as err:
+        raise RunStoreError(f"{path}: unreadable manifest: {err}") from None
+    if isinstance(version, int) and version != RUN_SCHEMA_VERSION:
+        reader = _SCHEMA_READERS.get(version, "a newer clearmed (upgrade clearmed)")
+        raise RunStoreError(
+            f"{path.parent} is a run of schema {version}, which this clearmed reads no more (it reads schema "
+            f"{RUN_SCHEMA_VERSION}): read it with {reader}, or run it again"
+        )
+    try:
+        return RunManifest.model_validate(data)
+    except ValidationError as err:
+        raise RunStoreError(f"{path}: unreadable manifest: {_first_error(err)}") from None
 
 
 def _replace_durably(path: Path, content: bytes) -> None:
@@ -311,7 +341,10 @@ def _read_lines(path: Path) -> tuple[list[tuple[int, EvalRecord]], list[SkippedL
 
 
 def scan_results(directory: Path) -> ResultsScan:
-    """Read results.jsonl: every valid record, and each line that is not one skipped with one warning."""
+    """Read results.jsonl: every valid record, and each line that is not one skipped with one warning. A run of
+    another schema is refused first (`load_manifest`), so its records are never misread."""
+    if (directory / MANIFEST).is_file():
+        load_manifest(directory / MANIFEST)
     scan = _scan(directory / RESULTS)
     for line in scan.skipped:
         warnings.warn(line.describe(), UnreadableResultWarning, stacklevel=2)

@@ -4,6 +4,7 @@ scored against generated answers, plots."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -14,7 +15,14 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.evaluation.pathway_worth import PathwayWorth, pathway_worth
 from clearmed.evaluation.spend import Prices, SpendSummary, record_usd, spend_summary
-from clearmed.evaluation.store import EvalRecord, RunManifest
+from clearmed.evaluation.store import (
+    EvalRecord,
+    RunManifest,
+    RunStore,
+    RunStoreError,
+    read_records,
+    read_set_aside_degraded,
+)
 from clearmed.metrics import (
     AccuracySummary,
     LeakageReport,
@@ -265,6 +273,32 @@ def summarize(
         spend=_spend(records, prices, set_aside),
         answer_sources=_answer_sources(decisions),
     )
+
+
+def write_run_summary(run_dir: Path, prices: Prices | None) -> RunSummary:
+    """Summarize what a run folder holds into summary.json, summary.md, leakage.json and plots/, as `clearmed eval`
+    does when a run ends (and `clearmed merge` for joined shards, the Python API for its runs). The HTML report is
+    the caller's to write after this returns (clearmed.report sits above this layer; the lock is released by then).
+    `prices` are the run's backbones' (`Prices.of(config)`, or `compare.snapshot_prices` of the folder)."""
+    records = sorted(read_records(run_dir), key=lambda record: record.index)
+    with RunStore(run_dir) as store:
+        manifest = store.read_manifest()
+        if manifest is None:
+            raise RunStoreError(f"{run_dir}: no manifest.json (is it a run folder?)")
+        audits = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
+        summary = summarize(
+            records,
+            manifest,
+            seed=manifest.seed,
+            leaks=audits,
+            prices=prices,
+            set_aside=read_set_aside_degraded(run_dir),
+        )
+        store.write_json("summary.json", summary.model_dump_json(indent=2))
+        store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
+        store.write_json("leakage.json", json.dumps([a.model_dump() for a in audits if a.flagged], indent=2))
+        write_plots([summary], run_dir / "plots")
+    return summary
 
 
 def _pct(value: float | None) -> str:

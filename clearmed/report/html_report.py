@@ -25,11 +25,12 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict
 
-from clearmed import __version__
+from clearmed.core.version import __version__
 
 # compare.py's own helpers, so that run labels, what counts as scored, and the paired test are the same as in
 # `clearmed compare` (they are module-private there; making them public is a one-line follow-up in compare.py).
@@ -49,6 +50,9 @@ from clearmed.report.html_views import (
     route_colour,
     route_meaning,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Written into the output folder: a folder holding it is a report this module may overwrite.
 MARKER = ".clearmed-report"
@@ -420,3 +424,17 @@ def write_html_report(folders: Sequence[Path], out: Path) -> HtmlReport:
         question_pages=sum(len(views) for views in written.values()),
         comparisons=len(compared),
     )
+
+
+def write_run_report(run_dir: Path, console: Console) -> None:
+    """The report a finished run leaves in its folder (`clearmed eval`, `clearmed.evaluate`). The run is finished and
+    saved by then: a report that cannot be written is a warning, never a failed evaluation."""
+    from clearmed.core.sanitize import clean_text, redact_secrets
+
+    try:
+        report = write_html_report([run_dir], run_dir / "report")
+    except Exception as err:  # any failure: the results are safe, say so and carry on
+        message = redact_secrets(clean_text(f"{type(err).__name__}: {err}"))
+        console.print(f"warning: HTML report not written ({' '.join(message.split())})", style="yellow", markup=False)
+        return
+    console.print(f"report: {report.index}", markup=False, highlight=False)

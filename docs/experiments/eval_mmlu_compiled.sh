@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 16's "compiled and tuned against uncompiled" check on the shared MMLU-Med pool, embedded model
-# (-c embedded-shared). Run scripts/eval_mmlu_med.sh first: this reuses its uncompiled runs and tune artifact.
+# (-c embedded-shared). Run the suite docs/experiments/mmlu-med-suite.toml first (SUITE: its folder): this reuses
+# its uncompiled train and test runs.
 #
 #  1. `clearmed compile` (BootstrapFewShot) opens only the three pathways' answer predictors, on train ids only
 #     (the committed test ids are excluded); its val ids are also train ids.
@@ -21,6 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." && . "${VENV:-.venv}/bin/activate"
 R=${RUNS:-$HOME/.cache/clearmed/runs/issue16/mmlu}
 C="$R/compiled"
+S="${SUITE:-runs/suites/mmlu-med}/embedded-shared"
 mkdir -p "$C"
 eval_on() {  # program, id file, run folder, extra args
   clearmed eval --program "$1" --benchmark mmlu-medical --source shared -c embedded-shared --ids "$2" \
@@ -42,9 +44,9 @@ tune() {  # out, runs and extra args
     --seed 0 --train-ids "$C/val-ids.txt" --test-ids "$C/test-ids.txt" --out "$1" || exit 1
 }
 tune "$C/compiled-fitted-val" --run "$C/clear-val" --run "$C/clear-test" --program-artifact "$C/program"
-tune "$C/uncompiled-fitted-val" --run "$R/clear-train-n245" --run "$R/clear-test"
+tune "$C/uncompiled-fitted-val" --run "$S/mmlu-medical-train/clear-all-s0" --run "$S/mmlu-medical-test/clear-all-s0"
 # each tuned program live on the test ids (their pathway passes come from the cache), all paired
 eval_on clear "$C/test-ids.txt" "$C/uncompiled-fitted-val-test" --program-artifact "$C/uncompiled-fitted-val"
 eval_on clear "$C/test-ids.txt" "$C/compiled-fitted-val-test" --program-artifact "$C/compiled-fitted-val"
-clearmed compare "$R/direct-test" "$R/clear-test" "$C/uncompiled-fitted-val-test" "$C/clear-test" \
+clearmed compare "$S/mmlu-medical-test/direct-all-s0" "$S/mmlu-medical-test/clear-all-s0" "$C/uncompiled-fitted-val-test" "$C/clear-test" \
   "$C/compiled-fitted-val-test" --common --out "$C/compare"

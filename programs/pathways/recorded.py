@@ -17,22 +17,23 @@ from clearmed.signatures.records import Candidate, PathwayName, Question, StepEr
 
 
 class RecordedAnswers(dspy.Module):
-    """The recorded candidate of one pathway for each question id, from `source` (a folder, for the trail)."""
+    """The recorded result of one pathway for each question id (its candidate, and the evidence it read where that
+    was recorded), from `source` (a folder or file, for the trail)."""
 
-    def __init__(self, pathway: PathwayName, candidates: Mapping[str, Candidate], source: str) -> None:
+    def __init__(self, pathway: PathwayName, results: Mapping[str, PathwayResult], source: str) -> None:
         super().__init__()
         self.pathway_name = pathway
-        self.candidates = dict(candidates)
+        self.results = dict(results)
         self.source = source
 
     def forward(self, question: Question) -> PathwayResult:
-        candidate = self.candidates.get(question.id)
-        if candidate is None:
+        result = self.results.get(question.id)
+        if result is None:
             error = StepError(
                 stage=self.pathway_name, kind="parse_error", message=f"no recorded answer in {self.source}"
             )
-            candidate = Candidate(pathway=self.pathway_name, error=error)
-        return PathwayResult(candidate=candidate)
+            result = PathwayResult(candidate=Candidate(pathway=self.pathway_name, error=error))
+        return result
 
 
 class AbsentPathway(dspy.Module):

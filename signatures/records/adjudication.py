@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from clearmed.core.sanitize import redact_secrets
 from clearmed.signatures.records.base import Confidence, PathwayName, Record
 from clearmed.signatures.records.candidates import Agreement, EvidenceBundle, VerifierOutput
 from clearmed.signatures.records.question import Answer
-from clearmed.signatures.records.removed import REMOVED_THRESHOLDS, migrate_decision, refuse_removed
 from clearmed.signatures.records.routes import Mechanism, Route, RuleId
 from clearmed.signatures.records.usage import CallUsage, StepError
 
@@ -118,11 +117,6 @@ class Thresholds(Record):
     calibrated_dynamic_weight: float = Field(default=1.0, ge=0.0)
     calibrated_high_weight: float = Field(default=0.0, ge=0.0)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _removed(cls, data: Any) -> Any:
-        return refuse_removed(data, REMOVED_THRESHOLDS, "thresholds")
-
 
 DecisionStatus = Literal["answered", "unparsed", "failed"]
 
@@ -153,14 +147,6 @@ class Decision(Record):
     thresholds: Thresholds = Field(default_factory=Thresholds)
     error: str | None = None
     program: str = "clear"
-    # Settings of an older clearmed this decision was made with that no longer exist (records.removed): replay
-    # cannot reproduce them and misses.
-    removed_settings: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _migrate(cls, data: Any) -> Any:
-        return migrate_decision(data) if isinstance(data, dict) else data
 
     @field_validator("error")
     @classmethod

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -11,6 +14,8 @@ from clearmed.core.sanitize import clean_text
 from clearmed.signatures.records.base import AnswerMode, MetadataValue, Record
 
 _LETTER = re.compile(r"^[A-Z]$")
+# A question's options as people write them: texts in order (lettered A, B, C, ...), or letters to texts.
+OptionTexts = Sequence[str] | Mapping[str, str]
 
 
 class ChatTurn(Record):
@@ -112,6 +117,60 @@ class Question(Record):
     @property
     def letters(self) -> list[str]:
         return sorted(self.options) if self.options else []
+
+    @classmethod
+    def of(
+        cls,
+        text: str,
+        options: OptionTexts | None = None,
+        *,
+        answer: str | Sequence[str] | None = None,
+        id: str | None = None,
+        multi: bool = False,
+        context: str | None = None,
+    ) -> Question:
+        """A question from plain values. `options`: a list of texts (lettered A, B, C, ... in order), or letters to
+        texts; none for a free-text question. `answer`: the gold letter (letters, as a list or "A,C", with `multi`)
+        of a multiple-choice question, or the reference answer of a free-text one. Without an `id`, the id is a
+        digest of the text and options: the same question keeps its id in every run (a run resumes by ids)."""
+        if isinstance(options, str):
+            raise ValueError("options must be a list of option texts (or letters to texts), not one string")
+        if isinstance(options, Mapping):
+            lettered = dict(options)
+        else:
+            lettered = {chr(ord("A") + index): option for index, option in enumerate(options or [])}
+        mode: AnswerMode = "free_text" if options is None else ("multi" if multi else "single")
+        gold_letters = gold_text = None
+        if answer is not None and options is None:
+            if not isinstance(answer, str):
+                raise ValueError("the answer of a free-text question is its reference text")
+            gold_text = answer
+        elif answer is not None:
+            given = answer.split(",") if isinstance(answer, str) else list(answer)
+            gold_letters = [letter.strip().upper() for letter in given if letter.strip()]
+        if id is None:
+            digest = hashlib.sha256(json.dumps([text, lettered], sort_keys=True).encode()).hexdigest()
+            id = f"q-{digest[:12]}"
+        return cls(
+            id=id,
+            text=text,
+            answer_mode=mode,
+            options=lettered or None,
+            context=context,
+            gold_letters=gold_letters,
+            gold_text=gold_text,
+        )
+
+
+def as_question(question: Question | str, options: OptionTexts | None = None) -> Question:
+    """What a program's `forward` takes: a `Question`, or a question's text with its options (`Question.of`)."""
+    if isinstance(question, Question):
+        if options is not None:
+            raise TypeError("options go inside the Question record; give them with the question as text instead")
+        return question
+    if isinstance(question, str):
+        return Question.of(question, options)
+    raise TypeError(f"a question is a Question record or its text, not {type(question).__name__}")
 
 
 class Answer(Record):

@@ -7,12 +7,11 @@ evidence and text the LM steps see, which of them run, and how. Defaults suit a 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from clearmed.signatures.records import Record
-from clearmed.signatures.records.removed import REMOVED_PROGRAM_SETTINGS, refuse_removed
 
 Stage = Literal[
     "parametric",
@@ -106,11 +105,6 @@ class ProgramSettings(Record):
     enable_guard: bool = True
     enable_audit: bool = True
     enable_followup: bool = True
-
-    @model_validator(mode="before")
-    @classmethod
-    def _removed(cls, data: Any) -> Any:
-        return refuse_removed(data, REMOVED_PROGRAM_SETTINGS, "program")
 
 
 # The CLEAR programs by name: the paper's ablations and the judge/QPIS variants, as changes to the settings.

@@ -165,10 +165,10 @@ def test_cli_prints_an_engine_failure_as_one_line(
     from clearmed import assemble
     from clearmed.cli import main as cli
 
-    def crash(config: object) -> None:
+    def crash(name: str, config: object, **kwargs: object) -> None:
         raise EngineCheckError(f"the llama.cpp engine died with SIGILL on a short test prompt; {REINSTALL_COMMAND}")
 
-    monkeypatch.setattr(assemble, "build_clear", crash)
+    monkeypatch.setattr(assemble, "build_program", crash)
     assert cli.main(["ask", "--demo", "demo-01"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1

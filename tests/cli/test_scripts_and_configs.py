@@ -10,13 +10,18 @@ from clearmed.optimize.tuning import PARAMETERS
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_mmlu_med_script_stops_on_a_failed_step_and_tunes_only_what_exists() -> None:
-    script = (ROOT / "scripts" / "eval_mmlu_med.sh").read_text(encoding="utf-8")
-    # Before: `set -uo pipefail` and a failed eval echoed and went on, to tune and compare a partial run.
-    assert "set -euo pipefail" in script
-    assert "return 1" in script
-    groups = [g for found in re.findall(r"--params (\S+)", script) for g in found.split(",")]
-    assert groups  # the script still tunes
+def test_the_mmlu_med_suite_loads_its_id_files_exist_and_it_tunes_only_what_exists() -> None:
+    from clearmed.evaluation.suite import load_suite
+
+    path = ROOT / "docs" / "experiments" / "mmlu-med-suite.toml"
+    suite = load_suite(path)  # it replaced scripts/eval_mmlu_med.sh
+    cells = [(cell.benchmark.folder, cell.program) for cell in suite.cells()]
+    assert cells[0] == ("mmlu-medical-train", "clear")  # CLEAR first: the baselines reuse its cached passes
+    assert {program for _, program in cells[1:]} == {"clear", "direct", "medrag", "clear-heuristic"}
+    assert all(b.ids and (ROOT / b.ids).is_file() for b in suite.benchmarks)
+    text = path.read_text(encoding="utf-8")
+    groups = [g for found in re.findall(r"--params (\S+)", text) for g in found.split(",")]
+    assert groups  # its comments still tune
     # Before: `--params calibrated_weights`, a group removed since.
     assert [g for g in groups if g not in PARAMETERS] == []
 

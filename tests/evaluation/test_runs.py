@@ -10,7 +10,8 @@ import pytest
 
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
-from clearmed.evaluation.store import UnreadableResultWarning, UnwritableRecordError, scan_results
+from clearmed.evaluation.compare import load_runs
+from clearmed.evaluation.store import RUN_SCHEMA_VERSION, UnreadableResultWarning, UnwritableRecordError, scan_results
 from clearmed.evaluation.summary import comparison_table, details_markdown, write_plots
 from clearmed.signatures.records import Question
 from clearmed.signatures.records.settings import ProgramSettings
@@ -329,21 +330,29 @@ def test_the_summary_counts_calibrated_fallbacks(tmp_path: Path) -> None:
     assert "Calibrated verifier" not in details_markdown([plain])
 
 
-@pytest.mark.parametrize(("value", "resumes"), [(False, True), (True, False)])
-def test_a_run_recorded_with_a_since_removed_setting_resumes_only_if_it_was_off(
-    tmp_path: Path, value: bool, resumes: bool
+@pytest.mark.parametrize(
+    ("version", "reader"), [(None, "read it with clearmed 0.1.0"), (1, "clearmed 0.1.0"), (3, "a newer clearmed")]
+)
+def test_a_run_of_another_schema_is_refused_in_one_line_naming_what_reads_it(
+    tmp_path: Path, version: int | None, reader: str
 ) -> None:
-    # Issue 26 removed `[program] stated_confidence`; a folder written before it carries the key.
+    # Runs of clearmed 0.1.0 carry no schema_version and may hold settings issue 26 removed: none is misread.
     run_dir = tmp_path / "run"
     run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False, stop_after=2)
-    snapshot = json.loads((run_dir / "config.json").read_text())
-    snapshot["program"]["stated_confidence"] = value
-    (run_dir / "config.json").write_text(json.dumps(snapshot))
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest["config_digest"] = "0123456789abcdef"
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    if resumes:
-        assert len(run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)) == 6
+    assert manifest["schema_version"] == RUN_SCHEMA_VERSION
+    if version is None:
+        del manifest["schema_version"]
     else:
-        with pytest.raises(RunStoreError, match="different run"):
-            run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False)
+        manifest["schema_version"] = version
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    for reading in (
+        lambda: run_evaluation(spec(run_dir), CONFIG, program(), show_progress=False),  # resume
+        lambda: list(read_records(run_dir)),  # report, compare, replay, export-sft
+        lambda: load_runs([run_dir]),
+    ):
+        with pytest.raises(RunStoreError) as refused:
+            reading()
+        assert f"is a run of schema {version or 1}, which this clearmed reads no more" in str(refused.value)
+        assert reader in str(refused.value)
+        assert "\n" not in str(refused.value)

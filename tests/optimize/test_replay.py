@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from clearmed.optimize.replay import ReplayMiss, replay_decision
-from clearmed.optimize.rescore import DecisionCost, ReplayItem, Rescorer
 from clearmed.programs.adjudication import Mechanisms
 from clearmed.signatures.records import Answer, Decision, Thresholds
 from clearmed.testing import (
@@ -26,7 +25,6 @@ def stored(script: dict, thresholds: Thresholds | None = None) -> Decision:
 
 
 def program_question():
-    from clearmed.testing import QUESTION
 
     return QUESTION
 
@@ -140,65 +138,3 @@ def test_a_verifier_output_is_reused_only_for_what_it_verified() -> None:
     steps = [s.model_copy(update={"inputs": other}) if s is step else s for s in decision.steps]
     with pytest.raises(ReplayMiss, match="a verification of these answers"):
         replay_decision(decision.model_copy(update={"steps": steps}), Thresholds())
-
-
-def test_a_record_made_with_a_removed_setting_loads_and_is_a_miss_that_names_it() -> None:
-    decision = stored(GUARD_RUN)
-    raw = decision.model_dump(mode="json")
-    raw["thresholds"].update(high_requires_prior=0.8, letter_prior_strength=0.0)  # one used, one at its old default
-    old = Decision.model_validate(raw)
-    assert old.removed_settings == ["high_requires_prior"]
-    with pytest.raises(ReplayMiss, match="recorded with high_requires_prior, since removed"):
-        replay_decision(old, Thresholds())
-    item = ReplayItem(
-        run="r", question=QUESTION, decision=old, mechanisms=Mechanisms(), original_correct=True,
-        cost=DecisionCost.of(old),
-    )  # fmt: skip
-    score = Rescorer([item]).score(Thresholds())  # tuning counts it and goes on
-    assert (score.misses, score.correct) == (1, 1)
-
-
-def test_a_letter_prior_corrected_record_loads_with_the_pathways_candidates_back() -> None:
-    decision = stored(GUARD_RUN)
-    raw = decision.model_dump(mode="json")
-    local = raw["bundle"]["candidates"][1]
-    raw["bundle"]["candidates"][1] = {**local, "answer": {"letters": ["C"], "text": None}, "uncorrected": local}
-    raw["steps"].insert(0, {"mechanism": "calibration", "rule": "letter_prior_corrected", "outcome": "x"})
-    old = Decision.model_validate(raw)
-    assert old.bundle.candidates == decision.bundle.candidates
-    assert old.removed_settings == ["letter_prior_strength"]
-    assert all(step.mechanism != "calibration" for step in old.steps)
-
-
-def test_a_confidence_gated_record_loads_without_the_removed_rule_and_is_a_miss() -> None:
-    decision = stored(GUARD_RUN)
-    raw = decision.model_dump(mode="json")
-    raw["thresholds"]["accept_dynamic_min_confidence"] = "high"
-    guard = next(s for s in raw["steps"] if s["mechanism"] == "guard")
-    guard["rule"] = raw["deciding_rule"] = "guard_rejected_low_confidence"
-    old = Decision.model_validate(raw)
-    assert (old.deciding_rule, old.removed_settings) == ("", ["accept_dynamic_min_confidence"])
-    assert all(step.rule != "guard_rejected_low_confidence" for step in old.steps)
-    with pytest.raises(ReplayMiss, match="recorded with accept_dynamic_min_confidence, since removed"):
-        replay_decision(old, Thresholds())
-
-
-def test_a_record_with_a_rescored_round_loads_with_the_pathways_candidates_and_is_a_miss() -> None:
-    # The calibrated verifier's needs_more_search re-scored the dynamic pathway on a follow-up round: the round's
-    # `rescored` distribution (issue 26's first shape) or the replaced original (before it) goes.
-    decision = stored(GUARD_RUN)
-    raw = decision.model_dump(mode="json")
-    raw["thresholds"]["calibrated_more_search_below"] = 0.8
-    scores = {"probs": {"A": 0.1, "B": 0.9}, "letters": ["B"]}
-    raw["bundle"]["followups"][0]["rescored"] = scores
-    old = Decision.model_validate(raw)
-    assert old.bundle == decision.bundle
-    assert old.removed_settings == ["calibrated_more_search_below"]
-    dynamic = raw["bundle"]["candidates"][2]
-    raw["thresholds"].pop("calibrated_more_search_below")
-    raw["bundle"]["followups"][0] = {**raw["bundle"]["followups"][0], "rescored": None, "replaced": dynamic}
-    raw["bundle"]["candidates"][2] = {**dynamic, "answer": {"letters": ["B"], "text": None}}
-    merged = Decision.model_validate(raw)
-    assert (merged.bundle, merged.removed_settings) == (decision.bundle, ["calibrated_more_search_below"])
-    with pytest.raises(ReplayMiss, match="recorded with calibrated_more_search_below, since removed"):
-        replay_decision(merged, Thresholds())

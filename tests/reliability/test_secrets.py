@@ -144,10 +144,10 @@ def test_unexpected_error_carrying_a_key_is_redacted(
     with reliability.case(CATEGORY, name) as case:
         monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
 
-        def explode(config, **kwargs):
+        def explode(name, config, **kwargs):
             raise RuntimeError(f"client init failed for key={OPENAI_KEY}")
 
-        monkeypatch.setattr("clearmed.assemble.build_clear", explode)
+        monkeypatch.setattr("clearmed.assemble.build_program", explode)
         argv = ["--debug"] if debug else []
         code = main([*argv, "ask", "Which hormone?", "-o", "A: x", "-o", "B: y"])
         out, err = capsys.readouterr()

@@ -537,3 +537,75 @@ def test_eval_runs_on_two_medrag_corpora(
     assert {p["provenance"]["corpus"] for p in passages} == {"textbooks", "statpearls"}
     assert all(CHUNK_ID.match(p["provenance"]["doc_id"]) for p in passages)
     assert all(len(row["decision"]["bundle"]["local_passages"]) == 6 for row in rows)
+
+
+# --------------------------------------------------------------------------------------------- the hit cache
+
+# `clearmed eval` in a fresh interpreter with the scripted LM: whether the run imported pyjnius (and so could have
+# started a JVM) is printed last.
+_REPLAY_PROBE = """
+import json, sys
+from clearmed import assemble
+from clearmed.cli.main import main
+from clearmed.testing import label_all, pathway_replies, scripted_lm, verifier_reply
+
+replies = {**pathway_replies("A", "A", "A"), "source_quality": label_all("high"), "verifier": verifier_reply("consensus")}
+lm, _ = scripted_lm(replies)
+assemble.build_role_lms = lambda config, roles=("main", "assessor"): {"main": lm}
+code = main(sys.argv[1:])
+loaded = [name for name in ("jnius", "jnius_config", "pyserini") if name in sys.modules]
+print(json.dumps({"exit": code, "loaded": loaded}))
+"""
+
+
+@pytest.mark.usefixtures("scripted_lm_for_cli")
+def test_a_medrag_run_replayed_from_a_warmed_cache_starts_no_jvm(
+    medrag_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live_config = lucene_cli_config(tmp_path, medrag_db)
+    questions = ["--benchmark", "demo", "--program", "medrag", "--limit", "3"]
+    assert (
+        main(["eval", "-c", str(live_config), *questions, "--run-dir", str(tmp_path / "live"), "--threads", "1"]) == 0
+    )
+    hits = tmp_path / "hits.sqlite"
+    assert main(["index", "warm", *questions, "-c", str(live_config), "--out", str(hits)]) == 0
+    assert "3 questions of demo (3 searched, 0 already cached), k=6, textbooks+statpearls at index version lucene-" in (
+        capsys.readouterr().out
+    )
+
+    replay_config = tmp_path / "replay.toml"
+    corpus = (
+        f'backend = "lucene"\ndb_dir = "{medrag_db}"\ncorpora = ["textbooks", "statpearls"]\n'
+        f'hit_cache = "{hits}"\nhit_cache_mode = "replay"'
+    )
+    replay_config.write_text(demo_config_toml(corpus=corpus, program="local_k = 6\ndynamic_k = 2"), encoding="utf-8")
+    argv = ["eval", "-c", str(replay_config), *questions, "--run-dir", str(tmp_path / "replay"), "--threads", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", _REPLAY_PROBE, *argv], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"exit": 0, "loaded": []}  # no pyjnius: no JVM
+
+    def local_passages(run: str) -> list[object]:
+        lines = (tmp_path / run / "results.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = sorted((json.loads(line) for line in lines), key=lambda row: row["question_id"])
+        return [row["decision"]["bundle"]["local_passages"] for row in rows]
+
+    replayed = local_passages("replay")
+    assert replayed == local_passages("live")
+    assert {p["provenance"]["corpus"] for passages in replayed for p in passages} == {"textbooks", "statpearls"}
+
+
+def test_the_lucene_index_version_is_its_commit_and_a_rebuild_is_another(medrag_db: Path, tmp_path: Path) -> None:
+    from clearmed.retrieval.index_identity import index_version
+
+    db = tmp_path / "db"
+    shutil.copytree(medrag_db / "statpearls", db / "statpearls")
+    cfg = CorpusConfig(backend="lucene", db_dir=db, corpora=["statpearls"])
+    before = index_version(cfg)
+    assert before is not None
+    assert before.startswith("lucene-")
+    assert index_version(cfg) == before
+    assert index_version(cfg.model_copy(update={"db_dir": tmp_path / "elsewhere"})) is None  # not on this machine
+    build_lucene_indexes(cfg.model_copy(update={"rebuild": True, "threads": 1}))
+    assert index_version(cfg) not in (None, before)  # the same chunks, indexed again: a new commit

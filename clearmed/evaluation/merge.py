@@ -1,0 +1,188 @@
+"""`clearmed merge`: the shards of one run (`clearmed eval --shard K/N`) joined into the folder one process makes.
+
+The folders must be the finished shards of one run: the same manifest (program, benchmark and its source and
+revision, config digest, limit, seed, program artifact, recorded pathways, clearmed version) and question list
+(`RunShard`: its size and digest), each of the N shards given once and every question of each answered. Anything else is refused in one line
+before anything is written, as is an output folder that holds another run.
+
+The joined folder holds the run's manifest (the whole question list in the run's order, no shard), shard 1's config
+snapshot, every record at its position in the whole list, the shards' set-aside degraded records, unreadable lines
+and spend logs, and the summary, leakage audit and plots `clearmed eval` writes (`write_run_summary`). So it is the
+run one process would have made: `clearmed eval` resumes it, and `clearmed compare` and `clearmed report` read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from clearmed.evaluation.compare import snapshot_prices
+from clearmed.evaluation.shard import RunShard, ids_digest, interleave
+from clearmed.evaluation.spend_log import SPEND_LOG
+from clearmed.evaluation.store import (
+    DEGRADED,
+    MANIFEST,
+    RESULTS,
+    UNREADABLE,
+    EvalRecord,
+    RunManifest,
+    RunStore,
+    RunStoreError,
+    load_manifest,
+    read_records,
+    read_set_aside_degraded,
+    writable_line,
+)
+from clearmed.evaluation.summary import RunSummary, write_run_summary
+
+__all__ = ["ShardMergeError", "merge_shards", "unanswered_ids"]
+
+# Every field of the manifest makes two shards shards of one run, but these: the shard's own questions and shard
+# (compared as `RunShard`s), when it was created, and where its config was read (its digest is compared).
+_OF_THE_SHARD = frozenset({"question_ids", "shard", "created", "config_source"})
+_SAME_RUN = tuple(name for name in RunManifest.model_fields if name not in _OF_THE_SHARD)
+
+
+class ShardMergeError(RunStoreError):
+    """The folders are not the finished shards of one run, or the output folder holds another run."""
+
+
+@dataclass(frozen=True)
+class _Shard:
+    folder: Path
+    manifest: RunManifest
+    shard: RunShard
+    records: list[EvalRecord]
+    set_aside: list[EvalRecord]
+
+
+def unanswered_ids(folder: Path, manifest: RunManifest) -> list[str]:
+    """The ids of the run's questions with no record in its folder (degraded records count as answered)."""
+    answered = {record.question_id for record in read_records(folder)}
+    return [qid for qid in manifest.question_ids if qid not in answered]
+
+
+def _read_shard(folder: Path) -> _Shard:
+    manifest = load_manifest(folder / MANIFEST)
+    if manifest.shard is None:
+        raise ShardMergeError(f"{folder} is not a shard (a run of `clearmed eval ... --shard K/N`)")
+    shard = manifest.shard
+    left = unanswered_ids(folder, manifest)
+    if left:
+        done = len(manifest.question_ids) - len(left)
+        raise ShardMergeError(
+            f"{folder}: shard {shard.index}/{shard.count} is not finished ({done} of its "
+            f"{len(manifest.question_ids)} questions answered); resume it with its eval command, then merge"
+        )
+    return _Shard(folder, manifest, shard, list(read_records(folder)), read_set_aside_degraded(folder))
+
+
+def _check_same_run(shards: Sequence[_Shard]) -> None:
+    first = shards[0]
+    for other in shards[1:]:
+        differences = [
+            f"{name.replace('_', ' ')} {getattr(first.manifest, name)!r} != {getattr(other.manifest, name)!r}"
+            for name in _SAME_RUN
+            if getattr(first.manifest, name) != getattr(other.manifest, name)
+        ]
+        if (first.shard.count, first.shard.ids_digest) != (other.shard.count, other.shard.ids_digest):
+            differences.append(f"shard {first.shard!r} != {other.shard!r}")
+        if differences:
+            raise ShardMergeError(
+                f"{other.folder} is not a shard of the run {first.folder} is a shard of ({'; '.join(differences)})"
+            )
+
+
+def _in_order(shards: Sequence[_Shard]) -> tuple[list[_Shard], list[str]]:
+    """The shards by index, each once and all of them, and the run's question list they make up together."""
+    count, total = shards[0].shard.count, shards[0].shard.of_questions
+    by_index: dict[int, _Shard] = {}
+    for shard in shards:
+        seen = by_index.setdefault(shard.shard.index, shard)
+        if seen is not shard:
+            raise ShardMergeError(
+                f"shard {shard.shard.index}/{count} is given twice ({seen.folder} and {shard.folder}); their "
+                "questions overlap"
+            )
+    missing = [f"{index}/{count}" for index in range(1, count + 1) if index not in by_index]
+    if missing:
+        covered = sum(len(shard.manifest.question_ids) for shard in shards)
+        raise ShardMergeError(
+            f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing: the {len(shards)} given cover "
+            f"{covered} of the run's {total} questions"
+        )
+    ordered = [by_index[index] for index in range(1, count + 1)]
+    full = interleave([shard.manifest.question_ids for shard in ordered])
+    shares = [len(range(index - 1, total, count)) for index in range(1, count + 1)]
+    sizes = [len(shard.manifest.question_ids) for shard in ordered]
+    if sizes != shares or ids_digest(full) != ordered[0].shard.ids_digest:
+        raise ShardMergeError(
+            f"the shards' questions do not make up the run's {total} (shard sizes {sizes}, expected {shares})"
+        )
+    return ordered, full
+
+
+def _check_out(out: Path, manifest: RunManifest, shards: Sequence[_Shard]) -> None:
+    if out.resolve() in {shard.folder.resolve() for shard in shards}:
+        raise ShardMergeError(f"--out {out} is one of the shards; choose a new folder for the merged run")
+    if (out / MANIFEST).is_file():
+        if load_manifest(out / MANIFEST) != manifest:
+            raise ShardMergeError(f"--out {out} holds another run; choose a new folder for the merged run")
+    elif out.is_dir() and any(out.iterdir()):
+        raise ShardMergeError(f"--out {out} is not empty and holds no run; choose a new folder for the merged run")
+
+
+def _joined_lines(folders: Sequence[Path], name: str) -> str | None:
+    """The shards' files `name` one after another (each ended by a newline); None when no shard has one."""
+    parts = [(folder / name).read_bytes() for folder in folders if (folder / name).is_file()]
+    if not parts:
+        return None
+    return "".join(part.decode("utf-8", "replace") + ("" if part.endswith(b"\n") else "\n") for part in parts if part)
+
+
+def _write(out: Path, shards: Sequence[_Shard], manifest: RunManifest) -> None:
+    """The joined folder's files; the manifest last, as it is what makes a folder a run."""
+    position = {qid: index for index, qid in enumerate(manifest.question_ids)}
+
+    def lines(records: Sequence[EvalRecord]) -> str:
+        placed = [record.model_copy(update={"index": position[record.question_id]}) for record in records]
+        return "".join(writable_line(record).decode() for record in sorted(placed, key=lambda r: r.index))
+
+    folders = [shard.folder for shard in shards]
+    with RunStore(out) as store:
+        store.write_json("config.json", (folders[0] / "config.json").read_text(encoding="utf-8"))
+        store.write_json(RESULTS, lines([record for shard in shards for record in shard.records]))
+        set_aside = [record for shard in shards for record in shard.set_aside]
+        if set_aside:
+            store.write_json(DEGRADED, lines(set_aside))
+        for name in (UNREADABLE, SPEND_LOG):
+            if (joined := _joined_lines(folders, name)) is not None:
+                store.write_json(name, joined)
+        store.write_manifest(manifest)
+
+
+def merge_shards(folders: Sequence[Path], out: Path) -> RunSummary:
+    """Join the shards in `folders` into the run folder `out` and summarize it; `ShardMergeError` (nothing written)
+    when they are not the finished shards of one run. Each shard is locked while it is read: none is being written."""
+    if not folders:
+        raise ShardMergeError("give the run folders of the shards to merge")
+    seen: dict[Path, Path] = {}
+    for folder in folders:
+        if not (folder / MANIFEST).is_file():
+            raise ShardMergeError(f"{folder}: no manifest.json (is it a run folder?)")
+        if folder.resolve() in seen:
+            raise ShardMergeError(f"{folder} is given twice ({seen[folder.resolve()]} and {folder})")
+        seen[folder.resolve()] = folder
+    with ExitStack() as locks:
+        for folder in folders:
+            locks.enter_context(RunStore(folder))
+        shards = [_read_shard(folder) for folder in folders]
+        _check_same_run(shards)
+        ordered, full = _in_order(shards)
+        created = min(shard.manifest.created for shard in ordered)
+        manifest = ordered[0].manifest.model_copy(update={"question_ids": full, "shard": None, "created": created})
+        _check_out(out, manifest, ordered)
+        _write(out, ordered, manifest)
+    return write_run_summary(out, snapshot_prices(out))

@@ -1,0 +1,156 @@
+"""Suites: a matrix of runs, configs x benchmarks x programs x seeds, every cell a normal resumable run folder.
+
+A suite file is TOML (`clearmed suite SUITE.toml`; the same matrix can be given on the command line):
+
+    out = "runs/suites/mmlu-med"     # the cells' run folders (default: runs/suites/<the file's name>)
+    configs = ["o3-mini", "configs/local.toml"]   # packaged names or TOML paths
+    programs = ["direct", "clear"]
+    seeds = [0, 1]                   # default [0]
+    limit = 200                      # a seeded sample of each benchmark (default: every question)
+    shards = 4                       # split every cell over 4 processes (default 1; --shards overrides)
+    threads = 8                      # --threads of every cell (default: the config's run.num_threads)
+    benchmarks = ["medqa", "pubmedqa"]
+
+or, for a benchmark that needs more than its name, one table per benchmark:
+
+    [[benchmarks]]
+    name = "mmlu-medical"
+    source = "shared"                # --source (default: the hub copy)
+    ids = "docs/splits/mmlu-medical-test-ids.txt"   # --ids: exactly these questions (not with `limit`)
+    label = "mmlu-medical-test"      # its folder and comparison (default: name); two tables of one benchmark need it
+    programs = ["clear"]             # this benchmark's programs instead of the suite's
+
+Relative paths are relative to the folder clearmed runs in, as on the command line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from clearmed.core.errors import UsageError
+
+__all__ = ["Suite", "SuiteBenchmark", "SuiteCell", "load_suite", "suite_from_table"]
+
+
+class SuiteBenchmark(BaseModel):
+    """One benchmark of a suite, with what its `clearmed eval` needs beyond the name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    label: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    source: str | None = None
+    split: str | None = None
+    ids: str | None = None
+    programs: list[str] | None = Field(default=None, min_length=1)
+
+    @property
+    def folder(self) -> str:
+        """Its name in the suite: the cells' folder and its comparison."""
+        return self.label or self.name
+
+
+@dataclass(frozen=True)
+class SuiteCell:
+    """One run of the matrix."""
+
+    config: str
+    benchmark: SuiteBenchmark
+    program: str
+    seed: int
+
+    @property
+    def config_name(self) -> str:
+        """What the cell's folder is named by, as `clearmed eval` names its default folder (the config file's stem)."""
+        return Path(self.config).stem
+
+
+class Suite(BaseModel):
+    """A matrix of runs; `cells` lists them, config by config, then benchmark, program and seed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: Path
+    configs: list[str] = Field(min_length=1)
+    benchmarks: list[SuiteBenchmark] = Field(min_length=1)
+    programs: list[str] = Field(min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    limit: int | None = Field(default=None, ge=1)
+    shards: int = Field(default=1, ge=1)
+    threads: int | None = Field(default=None, ge=1)
+
+    @field_validator("benchmarks", mode="before")
+    @classmethod
+    def _names_as_tables(cls, value: object) -> object:
+        """`benchmarks = ["medqa"]` is short for `[[benchmarks]] name = "medqa"`."""
+        return (
+            [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        )
+
+    def cells(self) -> list[SuiteCell]:
+        return [
+            SuiteCell(config=config, benchmark=benchmark, program=program, seed=seed)
+            for config in self.configs
+            for benchmark in self.benchmarks
+            for program in benchmark.programs or self.programs
+            for seed in self.seeds
+        ]
+
+    def check(self) -> Suite:
+        """Refuse, in one line, a suite whose cells would share a folder or could not run; return it."""
+        from clearmed.assemble import PROGRAMS
+        from clearmed.benchmarks import benchmark_info
+
+        _refuse_repeats("configs named", [Path(config).stem for config in self.configs])
+        _refuse_repeats("benchmarks labelled", [benchmark.folder for benchmark in self.benchmarks])
+        _refuse_repeats("seeds", [str(seed) for seed in self.seeds])
+        for programs in [self.programs, *(b.programs for b in self.benchmarks if b.programs)]:
+            _refuse_repeats("programs", programs)
+            unknown = [program for program in programs if program not in PROGRAMS]
+            if unknown:
+                raise UsageError(f"suite: unknown program {unknown[0]!r}; choose from {', '.join(PROGRAMS)}")
+        for benchmark in self.benchmarks:
+            if benchmark.name != "demo":
+                benchmark_info(benchmark.name)  # an unknown name is one line (UnknownBenchmarkError)
+            if benchmark.ids and self.limit:
+                raise UsageError(f"suite: benchmark {benchmark.folder} has ids, so the suite takes no limit")
+        return self
+
+
+def _refuse_repeats(what: str, names: Sequence[str]) -> None:
+    repeated = [name for name, count in Counter(names).items() if count > 1]
+    if repeated:
+        raise UsageError(f"suite: two {what} {repeated[0]!r}: their runs would share a folder (give each its own)")
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(map(str, first["loc"])) or "the suite"
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
+
+
+def load_suite(path: Path) -> Suite:
+    """A suite file, checked (`Suite.check`); anything wrong with it is one line naming the file."""
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UsageError(f"cannot read the suite file {path}: {err.strerror or err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"{path}: not valid TOML: {err}") from None
+    table.setdefault("out", str(Path("runs") / "suites" / path.stem))
+    return suite_from_table(table, str(path))
+
+
+def suite_from_table(table: dict[str, object], where: str) -> Suite:
+    """A suite from its table (a file's, or the command line's matrix), checked; what is wrong is one line."""
+    try:
+        suite = Suite.model_validate(table)
+    except ValidationError as err:
+        raise UsageError(f"{where}: {_first_error(err)}") from None
+    return suite.check()
