@@ -164,10 +164,11 @@ def test_questions_on_their_own_threads_add_no_jvm_threads(sharded_db: tuple[Pat
     beans = jnius.autoclass("java.lang.management.ManagementFactory").getThreadMXBean()
     before = beans.getThreadCount()
     found: list[int] = []
+    questions = [texts[i % len(texts)] for i in range(40)]  # the built-in corpus has fewer than 40 queries
     for start in range(0, 40, 4):  # 4 questions at a time, each on a new thread
         threads = [
             threading.Thread(target=lambda t=text: found.append(len(corpus.search(t, K))))
-            for text in texts[start : start + 4]
+            for text in questions[start : start + 4]
         ]
         for thread in threads:
             thread.start()
