@@ -52,6 +52,7 @@ def _eval_argv(suite: Suite, cell: SuiteCell, run_dir: Path, shard: tuple[int, i
         "--threads": suite.threads,
     }
     argv += [item for flag, value in options.items() if value is not None for item in (flag, str(value))]
+    argv += [item for override in suite.overrides for item in ("--set", override)]
     argv += ["--run-dir", str(run_dir)]
     return argv + (["--shard", f"{shard[0]}/{shard[1]}"] if shard else [])
 
@@ -147,7 +148,12 @@ def _suite_of(args: argparse.Namespace) -> Suite:
         raise UsageError(f"--shards must be at least 1, not {args.shards}")
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be at least 1, not {args.threads}")
-    given = {"out": Path(args.out) if args.out else None, "shards": args.shards, "threads": args.threads}
+    given = {
+        "out": Path(args.out) if args.out else None,
+        "shards": args.shards,
+        "threads": args.threads,
+        "overrides": [*suite.overrides, *args.overrides] if args.overrides else None,
+    }
     return suite.model_copy(update={key: value for key, value in given.items() if value is not None})
 
 
@@ -156,7 +162,7 @@ def run_suite(args: argparse.Namespace) -> int:
 
     suite = _suite_of(args)
     for config in suite.configs:  # a config that does not load is refused before any cell runs or is printed
-        load_config(config)
+        load_config(config, suite.overrides)
     plan = _plan(suite)
     compares = _compare_argvs(suite, plan)
     if args.print_commands:
@@ -199,6 +205,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     suite.add_argument("--out", help="the suite's folder (default for a file: runs/suites/<its name>)")
     suite.add_argument("--shards", type=int, help="run every cell as N shards and merge them")
     suite.add_argument("--threads", type=int, help="questions in parallel in every cell")
+    suite.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a setting of every cell's config (repeatable; added to the suite file's overrides)",
+    )
     suite.add_argument(
         "--print-commands",
         nargs="?",

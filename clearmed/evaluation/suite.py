@@ -9,6 +9,7 @@ A suite file is TOML (`clearmed suite SUITE.toml`; the same matrix can be given 
     limit = 200                      # a seeded sample of each benchmark (default: every question)
     shards = 4                       # split every cell over 4 processes (default 1; --shards overrides)
     threads = 8                      # --threads of every cell (default: the config's run.num_threads)
+    overrides = ["program.local_k=32"]   # --set of every cell (the command line's --set adds to them)
     benchmarks = ["medqa", "pubmedqa"]
 
 or, for a benchmark that needs more than its name, one table per benchmark:
@@ -84,6 +85,7 @@ class Suite(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     shards: int = Field(default=1, ge=1)
     threads: int | None = Field(default=None, ge=1)
+    overrides: list[str] = Field(default_factory=list)
 
     @field_validator("benchmarks", mode="before")
     @classmethod

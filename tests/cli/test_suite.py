@@ -150,6 +150,26 @@ def test_print_commands_are_the_commands_the_suite_runs_shards_and_merges_includ
     assert (tmp_path / "suite" / "compare" / "demo" / "comparison.md").is_file()
 
 
+def test_overrides_of_the_file_and_the_command_line_reach_every_cell_and_are_validated_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'configs = ["embedded"]\nprograms = ["direct"]\nbenchmarks = ["demo"]\noverrides = ["program.local_k=3"]\n',
+        encoding="utf-8",
+    )
+    assert main(["suite", str(path), "--set", "run.seed=4", "--print-commands", "eval"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    argv = shlex.split(line)
+    assert [argv[i + 1] for i, item in enumerate(argv) if item == "--set"] == ["program.local_k=3", "run.seed=4"]
+    # a bad override is refused in one line before any cell runs or is printed
+    assert main(["suite", str(path), "--set", "program.local_kk=3", "--print-commands"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "program.local_kk: unknown key (with --set program.local_k=3 --set program.local_kk=3)" in captured.err
+    assert len(captured.err.splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
