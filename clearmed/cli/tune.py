@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 def _run_config(args: argparse.Namespace) -> ClearmedConfig:
     """The config whose priors (and, with --live, LMs) replay uses: -c, else the first run's config.json."""
-    from clearmed.backbones.config import BackboneConfig
     from clearmed.config import ClearmedConfig
+    from clearmed.evaluation.compare import snapshot_backbone
 
     if args.config or args.overrides:
         return config_from_args(args)
@@ -33,13 +33,10 @@ def _run_config(args: argparse.Namespace) -> ClearmedConfig:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         raise UsageError(f"{path}: missing or unreadable; pass -c/--config with the config the run used") from None
-    # A run writes every backbone field, embedded-only defaults included; a remote backbone refuses those, so
-    # fields at their default are dropped before validating.
-    defaults = {name: field.default for name, field in BackboneConfig.model_fields.items()}
-    for name, table in dict(data.get("backbones") or {}).items():
-        if isinstance(table, dict):
-            data["backbones"][name] = {k: v for k, v in table.items() if k not in defaults or defaults[k] != v}
     try:
+        for name, table in dict(data.get("backbones") or {}).items():
+            if isinstance(table, dict):  # the snapshot's embedded-only defaults dropped (`snapshot_backbone`)
+                data["backbones"][name] = snapshot_backbone(table)
         return ClearmedConfig.model_validate(data)
     except ValidationError as err:
         first = str(err).splitlines()[0]

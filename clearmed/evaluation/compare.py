@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from clearmed.backbones.config import BackboneConfig
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import (
+    MANIFEST,
     EvalRecord,
     RunManifest,
     RunStoreError,
@@ -41,19 +42,8 @@ class ComparedRun(BaseModel):
     correct: dict[str, bool]  # question id -> scored correct, degraded ones wrong (unscored questions are absent)
 
 
-def _manifest(folder: Path) -> RunManifest:
-    path = folder / "manifest.json"
-    if not path.is_file():
-        raise RunStoreError(f"{folder}: no manifest.json (is it a run folder?)")
-    return load_manifest(path)
-
-
 def _correct(records: Sequence[EvalRecord]) -> dict[str, bool]:
-    return {
-        r.question_id: r.score.correct and not r.degraded
-        for r in records
-        if r.score is not None and r.score.rubric_grade is None
-    }
+    return {r.question_id: r.counted_correct for r in records if r.counted_correct is not None}
 
 
 def snapshot_backbone(table: dict[str, object]) -> BackboneConfig:
@@ -96,7 +86,7 @@ def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[Compared
     on the ids that are clean in every run of the same benchmark."""
     runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
     for folder in folders:
-        manifest = _manifest(folder)
+        manifest = load_manifest(folder / MANIFEST)
         if not common and not (folder / "summary.json").is_file():
             raise RunStoreError(f"{folder}: no summary.json (is it a finished run folder?)")
         runs.append((folder, manifest, list(read_records(folder))))

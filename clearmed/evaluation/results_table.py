@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.evaluation.compare import snapshot_prices
 from clearmed.evaluation.spend import record_usd
-from clearmed.evaluation.store import MANIFEST, EvalRecord, RunStoreError, load_manifest, read_records
+from clearmed.evaluation.store import MANIFEST, EvalRecord, load_manifest, read_records
 from clearmed.signatures.records import Answer
 
 if TYPE_CHECKING:
@@ -68,7 +68,6 @@ def _row(record: EvalRecord, benchmark: str, cost_usd: float | None) -> ResultRo
     question = decision.bundle.question
     answered = {candidate.pathway: _shown(candidate.answer) for candidate in decision.bundle.candidates}
     lm_rows = [row for row in decision.usage if row.role != "tool"]
-    graded = score is not None and score.rubric_grade is not None
     return ResultRow(
         benchmark=benchmark,
         program=record.program,
@@ -78,7 +77,7 @@ def _row(record: EvalRecord, benchmark: str, cost_usd: float | None) -> ResultRo
         status=decision.status,
         answer=_shown(decision.answer),
         gold=",".join(question.gold_letters) if question.gold_letters else question.gold_text,
-        correct=None if score is None or graded else score.correct and not record.degraded,
+        correct=record.counted_correct,
         degraded=record.degraded,
         degraded_stages=",".join(record.degraded_stages),
         route=decision.route,
@@ -100,8 +99,6 @@ def _row(record: EvalRecord, benchmark: str, cost_usd: float | None) -> ResultRo
 
 def result_rows(run_dir: Path) -> list[ResultRow]:
     """The rows of a run folder, in the manifest's order; a folder that is no run is one line (`RunStoreError`)."""
-    if not (run_dir / MANIFEST).is_file():
-        raise RunStoreError(f"{run_dir}: no manifest.json (is it a run folder?)")
     manifest = load_manifest(run_dir / MANIFEST)
     prices = snapshot_prices(run_dir)  # prices a record written before records carried dollars
     records: Sequence[EvalRecord] = sorted(read_records(run_dir), key=lambda record: record.index)

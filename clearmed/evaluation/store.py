@@ -114,6 +114,13 @@ class EvalRecord(BaseModel):
     def degraded(self) -> bool:
         return bool(self.degraded_stages)
 
+    @property
+    def counted_correct(self) -> bool | None:
+        """Scored correct, a degraded answer counting wrong; None for a question with no score or a rubric grade."""
+        if self.score is None or self.score.rubric_grade is not None:
+            return None
+        return self.score.correct and not self.degraded
+
 
 class RunStore:
     """Open (or create) a run folder for writing. Use as a context manager: the lock lives as long as it."""
@@ -235,6 +242,8 @@ class RunStore:
 
 def load_manifest(path: Path) -> RunManifest:
     """A run folder's manifest; a run of another schema is refused in one line naming the version that reads it."""
+    if not path.is_file():
+        raise RunStoreError(f"{path.parent}: no {path.name} (is it a run folder?)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         version = data.get("schema_version", 1) if isinstance(data, dict) else None

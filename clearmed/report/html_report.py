@@ -34,8 +34,8 @@ from clearmed.core.version import __version__
 
 # compare.py's own helpers, so that run labels, what counts as scored, and the paired test are the same as in
 # `clearmed compare` (they are module-private there; making them public is a one-line follow-up in compare.py).
-from clearmed.evaluation.compare import ComparedRun, _correct, _labels, _manifest, paired_comparisons
-from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, read_records
+from clearmed.evaluation.compare import ComparedRun, _correct, _labels, paired_comparisons
+from clearmed.evaluation.store import MANIFEST, EvalRecord, RunManifest, RunStoreError, load_manifest, read_records
 from clearmed.evaluation.summary import RunSummary, accuracy_cell, clean_cell, summarize
 from clearmed.metrics import LeakageReport, PairedComparison, audit_leakage, judge_table
 from clearmed.report.html_plots import run_plots
@@ -157,7 +157,7 @@ def load_run_views(folders: Sequence[Path]) -> list[RunView]:
     slugs = _unique(_slug(label) for label in labels)
     views = []
     for folder, label, slug in zip(folders, labels, slugs, strict=True):
-        manifest = _manifest(folder)
+        manifest = load_manifest(folder / MANIFEST)
         records = sorted(read_records(folder), key=lambda record: record.index)
         leaks = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
         summary = summarize(records, manifest, seed=manifest.seed, leaks=leaks)
