@@ -294,6 +294,10 @@ def _read_clearmed(run_dir: Path, pathway: PathwayName, questions: Sequence[Ques
         letters = candidate.answer.letters if candidate.answer is not None else ()
         # A pathway that failed after its retries (a degraded question) has no answer to record: it is missing.
         failed = candidate.error is not None and candidate.error.transient
+        bundle = record.decision.bundle
+        # The evidence the pathway read, and the dynamic results' labels as the run assessed them (not its
+        # follow-up rounds, which were the adjudication's): without them a replayed guard would count no high source.
+        passages = {"local": bundle.local_passages, "dynamic": bundle.dynamic_passages}.get(pathway, [])
         replies[record.question_id] = RecordedReply(
             question_id=record.question_id,
             status="ok" if letters else ("missing" if failed else "unparseable"),
@@ -302,6 +306,8 @@ def _read_clearmed(run_dir: Path, pathway: PathwayName, questions: Sequence[Ques
             rationale=candidate.rationale,
             raw_reply=candidate.raw_answer,
             source=str(run_dir / "results.jsonl"),
+            passages=list(passages),
+            quality=bundle.source_quality if pathway == "dynamic" else SourceQuality(),
         )
     for question in questions:
         replies.setdefault(question.id, RecordedReply(question_id=question.id, status="missing", source=str(run_dir)))

@@ -1,7 +1,7 @@
 """What an adjudication over two recorded pathways recovered: accuracy, gained/lost against each pathway alone
 with the exact McNemar p, the route mix, LM calls and seconds per question, and the share of the headroom won.
 
-    python scripts/recorded_headroom.py CLEAR_RUN DIRECT_RUN MEDRAG_RUN
+    python docs/experiments/recorded_headroom.py CLEAR_RUN DIRECT_RUN MEDRAG_RUN
 
 The three folders are run folders of one benchmark (`clearmed eval --pathway ...`, docs/results.md). Headroom is
 (CLEAR - best single pathway) / (oracle - best single pathway), the oracle being "some pathway right". The chance

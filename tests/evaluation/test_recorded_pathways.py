@@ -200,6 +200,32 @@ def test_a_clearmed_run_folder_gives_its_pathway_candidates(tmp_path: Path) -> N
         assert reply.letters == (live.answer.letters if live.answer else ())
 
 
+def test_a_clearmed_run_folder_gives_each_pathway_the_evidence_it_read_and_its_quality_labels(tmp_path: Path) -> None:
+    # Adjudicating a recorded online run again must see what the live run saw: its web results and their
+    # high/medium/low labels (the guard counts them), and the local pathway's passages.
+    run_dir = tmp_path / "run"
+    write_synthetic_run(run_dir, n=6)
+    from clearmed.evaluation.store import read_records
+
+    records = list(read_records(run_dir))
+    questions = [record.decision.bundle.question for record in records]
+    dynamic = read_recorded_pathway(run_dir, "dynamic", questions)
+    local = read_recorded_pathway(run_dir, "local", questions)
+    parametric = read_recorded_pathway(run_dir, "parametric", questions)
+    assert any(record.decision.bundle.source_quality.assessments for record in records)
+    for record in records:
+        bundle = record.decision.bundle
+        reply = dynamic.replies[record.question_id]
+        assert reply.passages == bundle.dynamic_passages
+        assert reply.quality == bundle.source_quality
+        result = dynamic.result_for(reply)
+        assert result.quality == bundle.source_quality
+        assert result.candidate.passage_ids == [p.id for p in bundle.dynamic_passages]
+        assert local.replies[record.question_id].passages == bundle.local_passages
+        assert not local.replies[record.question_id].quality.assessments
+        assert parametric.replies[record.question_id].passages == []
+
+
 @pytest.mark.skipif(not (SHARED_MIRAGE / "benchmark.json").is_file(), reason="no shared MIRAGE copy")
 def test_every_shared_mirage_reply_is_read() -> None:
     bench = load_benchmark("mirage-medqa", source=SHARED_MIRAGE / "benchmark.json")
