@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.metrics import Calibration, calibration, letter_prior, score_mcq
 from clearmed.programs.adjudication.rules import answer_for_route, heuristic_verify
-from clearmed.signatures.records import PATHWAYS, Decision
+from clearmed.signatures.records import PATHWAYS, Candidate, Decision
 
 
 class RouteWorth(BaseModel):
@@ -61,7 +61,10 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
     ]
     if not usable or len(usable) != len(decisions):
         return None
-    hits: dict[str, int] = dict.fromkeys(PATHWAYS, 0)
+    # A pathway left out by choice on every question (`--pathway dynamic=absent`) has no accuracy to show: a 0%
+    # would read as a pathway that ran and always failed, and would make the chance oracle its own.
+    ran = [p for p in PATHWAYS if not all(_left_out(d.bundle.candidate(p)) for d in usable)]
+    hits: dict[str, int] = dict.fromkeys(ran, 0)
     deterministic = oracle = 0
     confidences: dict[str, list[float]] = {p: [] for p in PATHWAYS}
     corrects: dict[str, list[bool]] = {p: [] for p in PATHWAYS}
@@ -73,14 +76,14 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         bundle, agreement = decision.bundle.initial(), decision.agreement
         question = bundle.question
         right: dict[str, bool] = {p: score_mcq(question, bundle.candidate(p).answer).correct for p in PATHWAYS}
-        for pathway in PATHWAYS:
+        for pathway in ran:
             scores = bundle.candidate(pathway).option_scores
             if scores is not None and not scores.per_option:
                 confidences[pathway].append(max(scores.probs.values()))
                 corrects[pathway].append(right[pathway])
                 distributions[pathway].append(scores.probs)
-        for name, ok in right.items():
-            hits[name] += ok
+        for name in ran:
+            hits[name] += right[name]
         oracle += any(right.values())
         route = decision.route or decision.deciding_rule or "none"
         routes.setdefault(route, []).append((score_mcq(question, decision.answer).correct, right))
@@ -88,29 +91,33 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         deterministic += score_mcq(question, answer_for_route(output.route, bundle, agreement)).correct
     n = len(usable)
     chance_miss = 1.0
-    for pathway in PATHWAYS:
+    for pathway in ran:
         chance_miss *= 1 - hits[pathway] / n
     calibrated: dict[str, Calibration] = {
-        p: c for p in PATHWAYS if (c := calibration(confidences[p], corrects[p])) is not None
+        p: c for p in ran if (c := calibration(confidences[p], corrects[p])) is not None
     }
     return PathwayWorth(
         questions=n,
-        pathway_accuracy={p: round(hits[p] / n, 4) for p in PATHWAYS},
+        pathway_accuracy={p: round(hits[p] / n, 4) for p in ran},
         deterministic_verifier_accuracy=round(deterministic / n, 4),
         any_pathway_correct=round(oracle / n, 4),
         chance_oracle=round(1 - chance_miss, 4),
         calibration=calibrated,
         letter_prior={p: letter_prior(distributions[p]) for p in calibrated},
-        by_route=[_route_worth(route, rows) for route, rows in sorted(routes.items())],
+        by_route=[_route_worth(route, rows, ran) for route, rows in sorted(routes.items())],
     )
 
 
-def _route_worth(route: str, rows: Sequence[tuple[bool, dict[str, bool]]]) -> RouteWorth:
+def _left_out(candidate: Candidate) -> bool:
+    return candidate.error is not None and candidate.error.kind == "not_run"
+
+
+def _route_worth(route: str, rows: Sequence[tuple[bool, dict[str, bool]]], ran: Sequence[str]) -> RouteWorth:
     return RouteWorth(
         route=route,
         questions=len(rows),
         program_correct=sum(ok for ok, _ in rows),
-        pathway_correct={p: sum(right[p] for _, right in rows) for p in PATHWAYS},
+        pathway_correct={p: sum(right[p] for _, right in rows) for p in ran},
         gained_vs_parametric=sum(ok and not right["parametric"] for ok, right in rows),
         lost_vs_parametric=sum(right["parametric"] and not ok for ok, right in rows),
     )

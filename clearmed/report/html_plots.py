@@ -89,7 +89,8 @@ def _pathways_plot(summaries: Sequence[RunSummary], labels: Sequence[str]) -> st
         assert worth is not None
         acc = summary.accuracy.accuracy if summary.accuracy and summary.accuracy.accuracy is not None else 0.0
         values = [
-            *(worth.pathway_accuracy.get(p, 0.0) for p in ("parametric", "local", "dynamic")),
+            # a pathway left out by choice has no bar (NaN draws none), not a 0% one
+            *(worth.pathway_accuracy.get(p, float("nan")) for p in ("parametric", "local", "dynamic")),
             worth.deterministic_verifier_accuracy,
             acc,
             worth.any_pathway_correct,

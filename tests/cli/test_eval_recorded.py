@@ -105,6 +105,10 @@ def test_clear_over_recorded_pathways_calls_the_lm_only_where_they_disagree(
     pages = "".join(p.read_text(encoding="utf-8") for p in (run_dir / "report").rglob("q/*.html"))
     assert "recorded: OpenAI/gpt-4-32k" in pages
     assert "test_0002.json" in pages
+    # the pathway left out has no accuracy of its own (not a 0% one) in the summary or the report's overview
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert set(summary["pathways"]["pathway_accuracy"]) == {"parametric", "local"}
+    assert "not run</td>" in (run_dir / "report" / "index.html").read_text(encoding="utf-8")
 
     # resume: every question is done, so nothing is asked again
     engine.calls.clear()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clearmed.evaluation.pathway_worth import pathway_worth
-from clearmed.signatures.records import Decision
+from clearmed.signatures.records import Candidate, Decision, StepError
 from clearmed.testing import QUESTION, ScriptValue, build_toy_program, label_all, pathway_replies, verifier_reply
 
 
@@ -74,3 +74,35 @@ def test_the_route_table_in_the_report_nets_gains_against_direct() -> None:
     text = _routes_markdown(worth)
     assert "| keep_local | 1 | 1 | 0 | 1 | 0 | 1 / 0 |" in text
     assert "1 gained, 0 lost" in text
+
+
+def _dynamic_left_out(decision: Decision) -> Decision:
+    """The decision as `--pathway dynamic=absent` leaves it: no dynamic candidate, so no agreement with it."""
+    absent = Candidate(pathway="dynamic", error=StepError(stage="dynamic", kind="not_run", message="absent by choice"))
+    bundle = decision.bundle
+    candidates = [absent if c.pathway == "dynamic" else c for c in bundle.candidates]
+    assert decision.agreement is not None
+    agreement = decision.agreement.model_copy(update={"parametric_dynamic": None, "local_dynamic": None})
+    return decision.model_copy(
+        update={"bundle": bundle.model_copy(update={"candidates": candidates}), "agreement": agreement}
+    )
+
+
+def test_a_pathway_left_out_on_every_question_has_no_accuracy_column_or_share_of_the_chance_oracle() -> None:
+    from clearmed.evaluation.summary import _routes_markdown
+
+    # gold A: parametric right on 1 of 2, local on 2 of 2; the dynamic pathway never ran
+    decisions = [
+        _dynamic_left_out(decided("B", "A", "A", "keep_local")),
+        _dynamic_left_out(decided("A", "A", "C", "consensus")),
+    ]
+    worth = pathway_worth(decisions)
+    assert worth is not None
+    assert worth.pathway_accuracy == {"parametric": 0.5, "local": 1.0}
+    assert worth.chance_oracle == 1.0  # 1 - (1 - 0.5) * (1 - 1.0), with no 0% dynamic factor
+    assert all("dynamic" not in r.pathway_correct for r in worth.by_route)
+    assert "dynamic correct" not in _routes_markdown(worth)
+    # a pathway that ran on some question keeps its column
+    mixed = pathway_worth([decisions[0], decided("A", "A", "C", "consensus")])
+    assert mixed is not None
+    assert "dynamic" in mixed.pathway_accuracy
