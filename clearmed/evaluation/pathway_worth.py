@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.metrics import Calibration, calibration, letter_prior, score_mcq
-from clearmed.programs.adjudication.rules import answer_for_route, heuristic_verify
-from clearmed.signatures.records import PATHWAYS, Candidate, Decision
+from clearmed.programs.adjudication.rules import answer_for_route, heuristic_verify, left_out
+from clearmed.signatures.records import PATHWAYS, Decision
 
 
 class RouteWorth(BaseModel):
@@ -63,7 +63,8 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         return None
     # A pathway left out by choice on every question (`--pathway dynamic=absent`) has no accuracy to show: a 0%
     # would read as a pathway that ran and always failed, and would make the chance oracle its own.
-    ran = [p for p in PATHWAYS if not all(_left_out(d.bundle.candidate(p)) for d in usable)]
+    never_run = set.intersection(*(set(left_out(d.bundle)) for d in usable))
+    ran = [p for p in PATHWAYS if p not in never_run]
     hits: dict[str, int] = dict.fromkeys(ran, 0)
     deterministic = oracle = 0
     confidences: dict[str, list[float]] = {p: [] for p in PATHWAYS}
@@ -106,10 +107,6 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
         letter_prior={p: letter_prior(distributions[p]) for p in calibrated},
         by_route=[_route_worth(route, rows, ran) for route, rows in sorted(routes.items())],
     )
-
-
-def _left_out(candidate: Candidate) -> bool:
-    return candidate.error is not None and candidate.error.kind == "not_run"
 
 
 def _route_worth(route: str, rows: Sequence[tuple[bool, dict[str, bool]]], ran: Sequence[str]) -> RouteWorth:

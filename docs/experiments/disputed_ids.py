@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the --agreed sample's seed (default 0)")
     args = parser.parse_args(argv)
     benchmark = f"mirage-{args.subset}"
-    questions = load_benchmark(benchmark, source=shared_source(benchmark)).questions
-    prediction = Path(shared_source(benchmark)).parent / "prediction" / args.subset
+    source = shared_source(benchmark)
+    questions = load_benchmark(benchmark, source=source).questions
+    prediction = source.parent / "prediction" / args.subset
     chosen: list[str] = []
     for model in args.models:
         seen = set(chosen)

@@ -19,6 +19,7 @@ from clearmed.evaluation.recorded import (
     mirage_reply,
     read_recorded_pathway,
 )
+from clearmed.evaluation.store import EvalRecord, read_records
 from clearmed.retrieval.corpus import CorpusError, shared_data_root
 from clearmed.signatures.records import Question
 from clearmed.testing.synthetic_run import write_synthetic_run
@@ -185,13 +186,16 @@ def test_a_missing_folder_is_one_line(tmp_path: Path) -> None:
         read_recorded_pathway(tmp_path / "absent", "local", [_question()])
 
 
-def test_a_clearmed_run_folder_gives_its_pathway_candidates(tmp_path: Path) -> None:
+def _synthetic_run(tmp_path: Path) -> tuple[Path, list[EvalRecord], list[Question]]:
+    """A clearmed run folder of six scripted CLEAR decisions, its records and their questions."""
     run_dir = tmp_path / "run"
     write_synthetic_run(run_dir, n=6)
-    from clearmed.evaluation.store import read_records
-
     records = list(read_records(run_dir))
-    questions = [record.decision.bundle.question for record in records]
+    return run_dir, records, [record.decision.bundle.question for record in records]
+
+
+def test_a_clearmed_run_folder_gives_its_pathway_candidates(tmp_path: Path) -> None:
+    run_dir, records, questions = _synthetic_run(tmp_path)
     recorded = read_recorded_pathway(run_dir, "local", questions)
     assert recorded.layout == "clearmed"
     for record in records:
@@ -203,12 +207,7 @@ def test_a_clearmed_run_folder_gives_its_pathway_candidates(tmp_path: Path) -> N
 def test_a_clearmed_run_folder_gives_each_pathway_the_evidence_it_read_and_its_quality_labels(tmp_path: Path) -> None:
     # Adjudicating a recorded online run again must see what the live run saw: its web results and their
     # high/medium/low labels (the guard counts them), and the local pathway's passages.
-    run_dir = tmp_path / "run"
-    write_synthetic_run(run_dir, n=6)
-    from clearmed.evaluation.store import read_records
-
-    records = list(read_records(run_dir))
-    questions = [record.decision.bundle.question for record in records]
+    run_dir, records, questions = _synthetic_run(tmp_path)
     dynamic = read_recorded_pathway(run_dir, "dynamic", questions)
     local = read_recorded_pathway(run_dir, "local", questions)
     parametric = read_recorded_pathway(run_dir, "parametric", questions)
