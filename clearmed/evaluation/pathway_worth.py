@@ -67,9 +67,9 @@ def pathway_worth(decisions: Sequence[Decision]) -> PathwayWorth | None:
     ran = [p for p in PATHWAYS if p not in never_run]
     hits: dict[str, int] = dict.fromkeys(ran, 0)
     deterministic = oracle = 0
-    confidences: dict[str, list[float]] = {p: [] for p in PATHWAYS}
-    corrects: dict[str, list[bool]] = {p: [] for p in PATHWAYS}
-    distributions: dict[str, list[dict[str, float]]] = {p: [] for p in PATHWAYS}
+    confidences: dict[str, list[float]] = {p: [] for p in ran}
+    corrects: dict[str, list[bool]] = {p: [] for p in ran}
+    distributions: dict[str, list[dict[str, float]]] = {p: [] for p in ran}
     routes: dict[str, list[tuple[bool, dict[str, bool]]]] = {}
     for decision in usable:
         assert decision.agreement is not None

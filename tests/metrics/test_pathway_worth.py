@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from clearmed.evaluation.pathway_worth import pathway_worth
-from clearmed.signatures.records import Candidate, Decision, StepError
+from clearmed.programs.pathways.recorded import AbsentPathway
+from clearmed.signatures.records import Decision
 from clearmed.testing import QUESTION, ScriptValue, build_toy_program, label_all, pathway_replies, verifier_reply
 
 
@@ -78,8 +79,8 @@ def test_the_route_table_in_the_report_nets_gains_against_direct() -> None:
 
 def _dynamic_left_out(decision: Decision) -> Decision:
     """The decision as `--pathway dynamic=absent` leaves it: no dynamic candidate, so no agreement with it."""
-    absent = Candidate(pathway="dynamic", error=StepError(stage="dynamic", kind="not_run", message="absent by choice"))
     bundle = decision.bundle
+    absent = AbsentPathway("dynamic").forward(bundle.question).candidate
     candidates = [absent if c.pathway == "dynamic" else c for c in bundle.candidates]
     assert decision.agreement is not None
     agreement = decision.agreement.model_copy(update={"parametric_dynamic": None, "local_dynamic": None})
