@@ -17,11 +17,17 @@ DSPy's LM does the calling, caching, retrying (with clearmed's wait: `backbones.
    anything else is raised at once.
 5. **A deadline per attempt.** A remote backbone's ``timeout`` bounds each attempt in total (`retries.bounded_call`),
    not only the wait for the next byte; a second Ctrl-C cuts the attempt and the retries short (`retries.RetriesCut`).
+   The attempt runs in the calling thread: DSPy's native transport marks each pooled connection it sends on
+   (`guard_native_sockets`), and at the deadline the connection is shut down under the blocked read, so no thread or
+   socket outlives its attempt.
+6. **No reply is a failed call.** A 200 with no completion (empty ``choices``, a ``null`` or empty message) is a
+   transient `failures.EmptyReplyError`, retried and then raised like a 503, never handed to the adapter as an answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import re
 import threading
 from collections.abc import Callable
@@ -39,14 +45,14 @@ from dspy.utils.exceptions import (
 
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.context_window import Window, resolve_window
-from clearmed.backbones.failures import as_overflow, classify
+from clearmed.backbones.failures import EmptyReplyError, as_overflow, classify
 from clearmed.backbones.reasoning import record_thinking, split_thinking
 from clearmed.backbones.retry_wait import lm_retry_delay
 from clearmed.backbones.token_count import ServerTokenCounter
 from clearmed.core.errors import FatalCause, FatalServiceError
-from clearmed.core.retries import DeadlineExceeded, RetriesCut, bounded_call, pause, retries_cut
+from clearmed.core.retries import DeadlineExceeded, RetriesCut, bounded_call, guard_socket, pause, retries_cut
 
-__all__ = ["ClearmedLM", "fatal_lm_error", "strip_thinking"]
+__all__ = ["ClearmedLM", "fatal_lm_error", "guard_native_sockets", "strip_thinking"]
 
 # Server text quoted in a fatal error's one line is cut here.
 _MAX_DETAIL = 160
@@ -80,6 +86,8 @@ class ClearmedLM(dspy.LM):
         remote = backbone is not None and backbone.kind != "embedded"
         self.deadline_s: float | None = backbone.timeout if remote and backbone is not None else None
         self._bounded = remote
+        if remote:
+            guard_native_sockets()
         self._window: Window | None = None
         self._learned: int | None = None
         self._counter: ServerTokenCounter | None = None
@@ -117,9 +125,17 @@ class ClearmedLM(dspy.LM):
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         kwargs = self._room_to_think(kwargs)
+        sent = kwargs
 
         def attempt() -> Any:
-            return dspy.LM.__call__(self, prompt, messages=messages, **kwargs)
+            nonlocal sent
+            outputs = dspy.LM.__call__(self, prompt, messages=messages, **sent)
+            if not _replied(outputs):
+                # DSPy's native engine refuses an empty reply before caching it (`failures.install_error_shapes`);
+                # one that got here came from a cache that kept it, or an engine that did not: ask the server anew.
+                sent = {**kwargs, "cache": False}
+                raise EmptyReplyError(model=self.model)
+            return outputs
 
         return strip_thinking(self._call(attempt))
 
@@ -162,6 +178,8 @@ class ClearmedLM(dspy.LM):
                 outputs = await asyncio.wait_for(
                     dspy.LM.acall(self, prompt, messages=messages, **kwargs), self.deadline_s
                 )
+                if not _replied(outputs):
+                    raise EmptyReplyError(model=self.model)
                 return strip_thinking(outputs)
             except TimeoutError as exc:
                 error: BaseException = LMTimeoutError(
@@ -179,6 +197,49 @@ class ClearmedLM(dspy.LM):
         if floor is None or not isinstance(asked, int) or asked >= floor:
             return kwargs
         return {**kwargs, "max_tokens": floor}
+
+
+def _replied(outputs: Any) -> bool:
+    """Whether DSPy's outputs hold a reply: some completion with text or tool calls (anything but a list is typed)."""
+    if not isinstance(outputs, list):
+        return True
+    return any(
+        bool(output.get("text") or output.get("tool_calls")) if isinstance(output, dict) else bool(output)
+        for output in outputs
+    )
+
+
+_guarding = False
+_GUARD_LOCK = threading.Lock()
+
+
+def guard_native_sockets() -> bool:
+    """Make DSPy's native transport mark the pooled connection each request is sent on as its bounded attempt's
+    (`retries.guard_socket`; once per process), so the attempt's deadline can end a read on a reused keep-alive
+    connection too. False when this DSPy has no such transport (a new connection is marked as it connects anyway)."""
+    global _guarding
+    with _GUARD_LOCK:
+        if _guarding:
+            return True
+        try:
+            # By name, as `failures.install_error_shapes` does: lm15 ships py.typed and a static import of it makes
+            # mypy analyse the untyped dspy package around it.
+            transport = importlib.import_module("dspy._vendor.lm15.transports._sync").StdlibTransport
+        except (ImportError, AttributeError):
+            return False
+        original = transport.__dict__.get("_send_request")
+        if not callable(original):
+            return False
+
+        def _send_request(self: Any, conn: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                guard_socket(sock)
+            return _original(self, conn, *args, **kwargs)
+
+        transport._send_request = _send_request
+        _guarding = True
+        return True
 
 
 def fatal_lm_error(exc: BaseException, service: str, *, secret: object = None) -> FatalServiceError | None:

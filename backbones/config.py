@@ -191,6 +191,14 @@ class BackboneConfig(BaseModel):
                 )
         if self.api_base is not None and not re.match(r"^https?://[^\s/]+", self.api_base):
             raise FieldRuleError("api_base", "must be an http:// or https:// URL")
+        if self.api_base is not None and "@" in self.api_base.split("/")[2]:
+            # The OpenAI client sends its own Authorization header and never the URL's user and password, so such a
+            # backbone could never connect: refused here, the URL (and its password) left out of the message.
+            raise FieldRuleError(
+                "api_base",
+                "holds a user name or password (user:password@host), which the client never sends; give the host "
+                "alone and the key through api_key_env (the NAME of its environment variable)",
+            )
         self._check_reasoning_model()
         self._check_extra()
         if self.reasoning and self.max_tokens is not None and self.max_tokens < MIN_THINKING_TOKENS:

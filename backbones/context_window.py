@@ -1,7 +1,7 @@
 """How many tokens one call to a backbone may hold, prompt and output together, and where that number came from.
 
 A prompt past the window fails the call (``ContextWindowExceededError``), so the program fits evidence to it
-(`programs.lm.prompt_fit`). The window comes from, in order:
+(`programs.lm.prompting`). The window comes from, in order:
 
 - ``config``: the backbone's ``context_window``;
 - ``engine``: the embedded engine's ``n_ctx``;

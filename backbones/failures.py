@@ -1,8 +1,9 @@
 """One failure policy for every LM call: each failure is transient, fatal, an overflow, or deterministic.
 
 - **transient**: a rate limit, a server error, a timeout, a dropped connection, or a 200 whose body is not a reply (a
-  truncated JSON body, a proxy's HTML page). Retried with clearmed's backoff (`clearmed.core.retries`); still failing after
-  the retries, the step is recorded as transient and the question is degraded, then redone on resume from the caches.
+  truncated JSON body, a proxy's HTML page, no choices, a null or empty message: `EmptyReplyError`). Retried with
+  clearmed's backoff (`clearmed.core.retries`); still failing after the retries, the step is recorded as transient and
+  the question is degraded, then redone on resume from the caches.
 - **fatal**: a refused key, an exhausted balance, a missing model (`backbones.client.fatal_lm_error`). The run stops
   with one line.
 - **overflow**: the prompt is longer than the context window. Never retried as it was sent: the stage learns the
@@ -15,7 +16,8 @@ the window and the prompt's size from every shape we have met (the bodies are in
 vLLM (each release's sentence), SGLang, llama.cpp's llama-server and llama-cpp-python's server, Anthropic.
 `install_error_shapes` makes DSPy's native client read the top-level error object of vLLM before 0.7 and of SGLang
 (``{"object": "error", "message": ...}``), whose message it otherwise drops, and a context-length sentence as the
-context-length error it is.
+context-length error it is, and a 200 without a completion as the failed call it is (`EmptyReplyError`, raised before
+DSPy caches the reply, so a retry or a resume asks the server again).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from clearmed.core.errors import FatalServiceError
 
 __all__ = [
     "ContextOverflowError",
+    "EmptyReplyError",
     "FailureKind",
     "Overflow",
     "as_overflow",
@@ -147,6 +150,18 @@ class ContextOverflowError(ContextWindowExceededError):
         self.prompt_tokens = prompt_tokens
 
 
+class EmptyReplyError(LMProviderError):
+    """A 200 that holds no completion: no ``choices``, or a ``null`` or empty message. Transient: the model said
+    nothing, and the next attempt may say something (DSPy's adapter would record it as a parse error)."""
+
+    def __init__(
+        self,
+        message: str = "the server's 200 reply holds no completion (no choices, or a null or empty message)",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message=message, status=200, **kwargs)
+
+
 def _message(exc: BaseException) -> str:
     return str(getattr(exc, "message", "") or exc)
 
@@ -185,7 +200,14 @@ def is_malformed_reply(exc: BaseException) -> bool:
     return getattr(exc, "status", None) == 200 or "is not json" in text or "jsondecodeerror" in text
 
 
-_TRANSIENT: Final = (LMRateLimitError, LMServerError, LMTimeoutError, LMTransportError, LMLockTimeoutError)
+_TRANSIENT: Final = (
+    LMRateLimitError,
+    LMServerError,
+    LMTimeoutError,
+    LMTransportError,
+    LMLockTimeoutError,
+    EmptyReplyError,
+)
 
 
 def classify(exc: BaseException) -> FailureKind:
@@ -256,5 +278,15 @@ def install_error_shapes() -> bool:
             )
 
         cls.normalize_error = normalize_error
+    original_parse = OpenAIChatLM.__dict__.get("parse_response")
+    if callable(original_parse):
+
+        def parse_response(self: Any, request: Any, response: Any, _original: Any = original_parse) -> Any:
+            parsed = _original(self, request, response)
+            if not parsed.text and not parsed.tool_calls:
+                raise EmptyReplyError(model=getattr(request, "model", None), provider=getattr(self, "provider", None))
+            return parsed
+
+        OpenAIChatLM.parse_response = parse_response
     _installed = True
     return True

@@ -1,6 +1,6 @@
 """Counting a prompt's tokens the way the server does, where it can.
 
-The prompt fit estimates tokens from characters (`programs.lm.prompt_fit`, 3.2 per token): no tokenizer of a remote
+The prompt fit estimates tokens from characters (`programs.lm.prompting`, 3.2 per token): no tokenizer of a remote
 model is at hand. Servers that have one say how many tokens a text is:
 
 - vLLM and SGLang: ``POST /tokenize`` ``{"model", "prompt"}`` -> ``{"count", "tokens", "max_model_len"}``;

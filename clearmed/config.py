@@ -57,14 +57,22 @@ class RunSettings(BaseModel):
 # Settings that change how a run goes, never what it answers: where the config was read from, the [run] table, time
 # limits, retries, caches, keys' variable names, prices and budgets. Left out of the config digest, so a run resumes
 # after a timeout is raised or the thread count changed (`answer_settings`); everything else is a different run.
+# The removed settings (`_REMOVED`) are left out too: a snapshot an older clearmed wrote holds them.
 _OPERATIONAL: Final[dict[str, Any]] = {
     "source": True,
     "run": True,
     "backbones": {
         "__all__": {"timeout", "num_retries", "cache", "price", "prompt_cache_mb", "model_cache_dir", "api_key_env"}
     },
-    "search": {"timeout": True, "cache_path": True, "cache_mode": True, "tavily": {"api_key_env"}},
-    "corpus": {"threads", "hit_cache", "hit_cache_mode"},
+    "search": {"timeout": True, "cache_path": True, "cache_mode": True, "tavily": {"api_key_env"}, "max_results": True},
+    "corpus": {"threads", "hit_cache", "hit_cache_mode", "k"},
+}
+
+# Settings removed because they decided nothing, and the one that decides: a config that sets one is refused like any
+# unknown key, naming it.
+_REMOVED: Final[dict[tuple[str, str], str]] = {
+    ("corpus", "k"): "[program] local_k",
+    ("search", "max_results"): "[program] dynamic_k",
 }
 
 
@@ -161,6 +169,7 @@ def parse_config(tables: Mapping[str, Any], *, source: str = "", base: Path | No
         raise ConfigError(f"{where}backbones: a [backbones.main] table is required")
     backbones = parse_backbones(backbones_table, source=source, base=base)
     data = _resolve_paths(data, base)
+    _refuse_removed(data, source)
     try:
         # Strict, as [backbones] is: TOML has real types, so num_threads = "2" or local_k = "4" is a mistake to
         # report, not a string to coerce.
@@ -169,6 +178,14 @@ def parse_config(tables: Mapping[str, Any], *, source: str = "", base: Path | No
         raise ConfigError(format_validation_error(err, source, "")) from None
     register_config_secrets(config)
     return config
+
+
+def _refuse_removed(tables: Mapping[str, Any], source: str) -> None:
+    for (section, key), replacement in _REMOVED.items():
+        table = tables.get(section)
+        if isinstance(table, Mapping) and key in table:
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}{section}.{key}: unknown key ([{section}] {key} was removed: set {replacement})")
 
 
 def register_config_secrets(config: ClearmedConfig) -> None:

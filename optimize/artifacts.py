@@ -7,6 +7,8 @@ An artifact folder holds
     thresholds.json  the adjudication Thresholds
     config.json      the resolved config it was made with (key variable names only, never keys)
     ids.json         the question ids the optimizer saw (train, val) and any held-out test ids
+    learned.json     the learned verifier's fitted model (`verifier_mode = "learned"`); tune artifacts with
+                     `--params learned_fit` only
     scores.json / study.json   what the optimizer measured
 
 LMs are never part of an artifact: predictors are saved with no LM and loaded onto a program whose LMs come
@@ -32,6 +34,7 @@ from clearmed.config import ClearmedConfig
 from clearmed.core.errors import UsageError
 from clearmed.core.version import __version__
 from clearmed.optimize.splits import UsedIds
+from clearmed.programs.adjudication.learned import LearnedModel
 from clearmed.signatures.records import Thresholds
 
 logger = logging.getLogger("clearmed.optimize")
@@ -41,6 +44,7 @@ PROGRAM = "program.json"
 THRESHOLDS = "thresholds.json"
 CONFIG = "config.json"
 IDS = "ids.json"
+LEARNED = "learned.json"
 
 ArtifactKind = Literal["compile", "tune"]
 
@@ -69,6 +73,7 @@ class ProgramArtifact:
     manifest: ArtifactManifest
     thresholds: Thresholds
     ids: UsedIds
+    learned: LearnedModel | None = None
 
     @property
     def program_state(self) -> Path | None:
@@ -144,6 +149,7 @@ def write_artifact(
     program: dspy.Module | None = None,
     program_state: Path | None = None,
     reports: dict[str, str] | None = None,
+    learned: LearnedModel | None = None,
 ) -> Path:
     """Write every file of an artifact; the manifest last, so a folder with a manifest is complete.
 
@@ -157,6 +163,8 @@ def write_artifact(
         _write(out / PROGRAM, program_state.read_text(encoding="utf-8"))
     _write(out / THRESHOLDS, thresholds.model_dump_json(indent=2))
     _write(out / IDS, ids.model_dump_json(indent=2))
+    if learned is not None:
+        _write(out / LEARNED, learned.model_dump_json(indent=2))
     # The config names key variables, never keys: safe to write whole.
     resolved = config.model_copy(update={"thresholds": thresholds})
     _write(out / CONFIG, resolved.model_dump_json(indent=2, exclude_none=True))
@@ -174,12 +182,18 @@ def load_artifact(path: str | Path) -> ProgramArtifact:
         manifest = ArtifactManifest.model_validate_json((folder / MANIFEST).read_text(encoding="utf-8"))
         thresholds = Thresholds.model_validate_json((folder / THRESHOLDS).read_text(encoding="utf-8"))
         ids = UsedIds.model_validate_json((folder / IDS).read_text(encoding="utf-8"))
+        learned_file = folder / LEARNED
+        learned = (
+            LearnedModel.model_validate_json(learned_file.read_text(encoding="utf-8"))
+            if learned_file.is_file()
+            else None
+        )
     except (OSError, ValidationError) as err:
         first = str(err).splitlines()[0]
         raise UsageError(f"{folder}: damaged artifact: {first}") from None
     if manifest.has_program_state and not (folder / PROGRAM).is_file():
         raise UsageError(f"{folder}: damaged artifact: {PROGRAM} is missing")
-    return ProgramArtifact(path=folder, manifest=manifest, thresholds=thresholds, ids=ids)
+    return ProgramArtifact(path=folder, manifest=manifest, thresholds=thresholds, ids=ids, learned=learned)
 
 
 def load_program_state(program: dspy.Module, path: Path) -> list[str]:
@@ -203,6 +217,14 @@ def load_program_state(program: dspy.Module, path: Path) -> list[str]:
     if extra:
         warnings.append(f"artifact predictors this program lacks were ignored: {', '.join(extra)}")
     entries = {name: {**state[name], "lm": None} for name in shared}
+    for name in shared:  # DSPy pairs saved fields with the signature's by position and says nothing if they differ
+        saved_fields = (entries[name].get("signature") or {}).get("fields")
+        wanted = len(predictors[name].signature.fields)
+        if isinstance(saved_fields, list) and len(saved_fields) != wanted:
+            raise UsageError(
+                f"{path}: predictor {name} was compiled for an older signature ({len(saved_fields)} fields, this "
+                f"program's has {wanted}): compile the program again"
+            )
     try:
         for name in shared:
             copy.deepcopy(predictors[name]).load_state(entries[name])
@@ -244,6 +266,8 @@ def apply_artifact(program: dspy.Module, artifact: ProgramArtifact | None, confi
         warnings.extend(load_program_state(program, state))
     if hasattr(program, "thresholds"):
         program.thresholds = artifact.thresholds
+    if artifact.learned is not None and hasattr(program, "learned_model"):
+        program.learned_model = artifact.learned
     for warning in warnings:
         logger.warning("%s: %s", artifact.path, warning)
     return warnings

@@ -12,9 +12,9 @@ conditional logit over the options) is smooth and convex in the weights, so its 
 outright when a pathway adds nothing: its weight goes to 0. That is the fit here, with the weights held
 non-negative, as CLEAR's pooling means them (a negative weight would vote against the options a pathway likes).
 
-Each question contributes the distributions the verifier pools for it (`programs.pool_inputs`), as the pathways
-scored them; a pathway that generated its letter contributes nothing, as in the pool. Only single-answer MCQs with
-gold count.
+Each question contributes the distributions the verifier pools for it (`programs.adjudication.calibrated.pool_inputs`),
+as the pathways scored them; a pathway that generated its letter contributes nothing, as in the pool. Only
+single-answer MCQs with gold count.
 """
 
 from __future__ import annotations

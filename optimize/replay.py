@@ -191,8 +191,8 @@ class RecordedActions:
         what = f"{default.display()} against {challenger.display()} after {asked.followup_rounds} rounds"
         if recorded is not None and recorded.contest == asked:
             judgement = recorded.judgement
-            if isinstance(judgement, AuditAssessment) and judgement.needs_reassessment():
-                self._miss(f"an audit assessment of {what} with every condition (it was asked fewer)")
+            if isinstance(judgement, GuardAssessment | AuditAssessment) and judgement.needs_reassessment():
+                self._miss(f"a {mechanism} assessment of {what} with every condition (it was asked fewer)")
                 return None
             self.served[mechanism] += 1
             return judgement

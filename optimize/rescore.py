@@ -165,7 +165,12 @@ def mechanisms_of(program: str, settings: ProgramSettings) -> Mechanisms | None:
     variant = clear_variant_settings(program, settings)
     if variant is None:
         return None
-    return Mechanisms(guard=variant.enable_guard, audit=variant.enable_audit, followup=variant.enable_followup)
+    return Mechanisms(
+        guard=variant.enable_guard,
+        audit=variant.enable_audit,
+        followup=variant.enable_followup,
+        answer_source=variant.answer_source,
+    )
 
 
 def load_items(run_dirs: Sequence[str | Path]) -> tuple[list[ReplayItem], LoadedRuns]:

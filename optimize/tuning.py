@@ -24,6 +24,7 @@ from clearmed.core.errors import UsageError
 from clearmed.optimize.pool_fit import PooledWeights, weights_by_likelihood
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test
+from clearmed.optimize.verifier_fit import LearnedFit, fit_learned, learned_items
 from clearmed.signatures.records import Thresholds
 
 
@@ -54,6 +55,9 @@ PARAMETERS: dict[str, _Param] = {
     # study (`fitted_base`, `optimize.pool_fit`), not searched: nothing for a trial to suggest. (Searching them for
     # train accuracy, the removed `calibrated_weights` group, lost on held-out ids: docs/results.md.)
     "calibrated_fit": _Param(lambda trial: {}, {}),
+    # The learned verifier (`verifier_mode = "learned"`): a logistic model over the competing answers' features,
+    # fitted on the train records (`optimize.verifier_fit`) and written to the artifact's learned.json.
+    "learned_fit": _Param(lambda trial: {}, {}),
 }
 
 
@@ -137,6 +141,7 @@ class TuneSummary(BaseModel):
     train_ids: int
     held_out: HeldOut | None
     pool_fit: PooledWeights | None = None
+    learned_fit: LearnedFit | None = None
     thresholds: Thresholds
 
 
@@ -173,11 +178,13 @@ class FittedBase:
 
     thresholds: Thresholds
     pool_fit: PooledWeights | None = None
+    learned_fit: LearnedFit | None = None
 
 
-def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> FittedBase:
+def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str], skip: Sequence[str] = ()) -> FittedBase:
     """The paper's thresholds plus what is fitted rather than searched, from the train ids' records only: with
-    `calibrated_fit`, the four pooling weights."""
+    `calibrated_fit`, the four pooling weights; with `learned_fit`, the learned verifier (refused if a `skip` id,
+    a held-out one, is among them)."""
     items = [item for item in rescorer.items if item.question_id in train and not item.static]
     base = Thresholds()
     pool_fit = None
@@ -189,7 +196,11 @@ def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str]) -> F
                 f'the fit needs at least {MIN_POOL_FIT_QUESTIONS} (record the runs with mcq_decoding = "score")'
             )
         base = base.model_copy(update=pool_fit.weights)
-    return FittedBase(base, pool_fit)
+    learned_fit = None
+    if "learned_fit" in params:
+        pairs = [(item.decision.bundle.initial(), item.decision.agreement) for item in items]
+        learned_fit = fit_learned(learned_items((b, a) for b, a in pairs if a is not None), skip_ids=skip)
+    return FittedBase(base, pool_fit, learned_fit)
 
 
 def _sqlite_connector(path: str) -> Callable[[], sqlite3.Connection]:
@@ -273,7 +284,7 @@ def tune(
         raise UsageError(f"study {study_name!r} was started with other train ids or settings; use another --study-name")
     if not study.trials:
         study.enqueue_trial(_paper_trial(settings.params))  # the paper's defaults are always trial 0
-    fitted = fitted_base(rescorer, settings.params, train)
+    fitted = fitted_base(rescorer, settings.params, train, ids.test)
     base = fitted.thresholds
     started = time.perf_counter()
     if n_trials:
@@ -314,6 +325,7 @@ def tune(
         train_ids=len(train),
         held_out=held_out,
         pool_fit=fitted.pool_fit,
+        learned_fit=fitted.learned_fit,
         thresholds=thresholds,
     )
 

@@ -4,8 +4,8 @@ above it in this list, never one below or beside it):
 - `adjudication/`: the kernel, CLEAR's procedure over typed records with no LM in reach (importing it loads no
   DSPy): `adjudicate`, the actions interface, the rules, the guard and audit contest, the calibrated verifier,
   letter and free-text agreement;
-- `lm/`: the DSPy plumbing every LM step shares: one stage (`stage`), the run context (`context`), what a prompt
-  holds and how much fits (`prompting`), reading what the model wrote (`parsing`), the typed results (`results`);
+- `lm/`: the DSPy plumbing every LM step shares: one stage and the typed results it returns (`stage`), the run
+  context (`context`), what a prompt holds and how much fits (`prompting`), reading what the model wrote (`parsing`);
 - `assessors/`: the LM judgements adjudication consumes: verifier, guard and audit, source quality, free-text
   agreement;
 - `judge/`: the option-wise judge (MedJudgeRAG) and its verdict rules;

@@ -16,6 +16,7 @@ from clearmed.programs.adjudication.calibrated import (
     calibrated_fallback,
     calibrated_verify,
 )
+from clearmed.programs.adjudication.learned import LearnedModel, learned_verify
 from clearmed.programs.adjudication.rules import gate_accepts
 from clearmed.programs.assessors.agreement import CandidateAgreement
 from clearmed.programs.assessors.guard_audit import ChallengeAudit, OverrideGuard
@@ -40,6 +41,7 @@ from clearmed.signatures.records import (
     EvidenceBundle,
     FollowUpRound,
     GuardAssessment,
+    LearnedVerdict,
     Question,
     RuleId,
     StepError,
@@ -88,9 +90,17 @@ class LiveActions:
             fallback = calibrated_fallback(bundle, self.program.thresholds)
             if fallback is not None:
                 self.program.warn_calibrated_fallback(fallback)
+        learned: LearnedVerdict | None = None
+        if settings.verifier_mode == "learned":  # no LM call: the fitted model, or its verdict on why it cannot decide
+            decided = learned_verify(bundle, agreement, self.program.learned_model)
+            if not isinstance(decided, LearnedVerdict):
+                return decided
+            learned = decided
         result: VerifierResult = self.program.verifier(bundle=bundle, agreement=agreement)
         if fallback is not None:  # the deterministic verifier decided in calibrated mode: the record says why
             return result.output.model_copy(update={"calibrated_fallback": fallback}), result.rule
+        if learned is not None:  # the deterministic verifier decided in learned mode: the verdict says why
+            return result.output.model_copy(update={"learned": learned}), result.rule
         return result.output, result.rule
 
     def follow_up(self, bundle: EvidenceBundle, trigger: str) -> FollowUpRound:
@@ -144,6 +154,8 @@ class CLEAR(dspy.Module):
         self.program_name = "clear"
         # Run-level: a program evaluates one run's questions, and says once that calibrated mode fell back.
         self.calibrated_fallback_warned = False
+        # The learned verifier's fitted model (`verifier_mode = "learned"`), from a tune artifact (--program-artifact).
+        self.learned_model: LearnedModel | None = None
 
     def warn_calibrated_fallback(self, reason: CalibratedFallback) -> None:
         """Once per run (per program): calibrated mode left a question to the deterministic verifier."""
@@ -244,6 +256,7 @@ class CLEAR(dspy.Module):
             guard=self.settings.enable_guard,
             audit=self.settings.enable_audit,
             followup=self.settings.enable_followup,
+            answer_source=self.settings.answer_source,
         )
         result = adjudicate(bundle, agreement, self.thresholds, LiveActions(self), mechanisms)
         steps.extend(result.steps)

@@ -58,7 +58,6 @@ class CorpusConfig(BaseModel):
     rebuild: bool = False
     chunking: Chunking | None = None
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
-    k: int = Field(default=5, ge=1, le=100)
     limit: int | None = Field(default=None, ge=1)
     on_error: OnError = "raise"
     data_root: Path | None = None
@@ -188,7 +187,6 @@ class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     backend: SearchBackend = "offline"
-    max_results: int = Field(default=8, ge=1, le=20)
     # The longest query the backend accepts; None: the backend's own (Tavily 400, offline none).
     max_query_chars: int | None = Field(default=None, ge=20)
     timeout: float = Field(default=20.0, gt=0, le=120)

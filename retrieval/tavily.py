@@ -10,6 +10,10 @@ Tavily's documented errors (docs.tavily.com, ``POST /search``) and what a search
 - anything else (400 such as a query over 400 characters, JSON without a results list, retries exhausted) is an
   `EvidenceError` with a `kind`, which the pathway records (transient kinds degrade the question).
 
+A search's ``timeout`` bounds each attempt in total (`clearmed.core.retries.bounded_call`), not only the wait for the
+next byte: a server trickling its reply cannot hold a search past it. The session marks each pooled connection a
+search reuses as the attempt's (`guard_socket`), so the deadline can end a read on it.
+
 tavily-python runs *keyless* (rate-limited, anonymous) when no key is set instead of failing, so the key is checked
 here before any request. The key is read from the environment only, and scrubbed from every message we raise.
 A search costs `search_credits(search_depth)` Tavily credits.
@@ -30,9 +34,18 @@ from tavily import BadRequestError, InvalidAPIKeyError, TavilyClient, UsageLimit
 from tavily.errors import ForbiddenError
 from tavily.errors import TimeoutError as TavilyTimeoutError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from clearmed.core.errors import FatalCause, FatalServiceError
-from clearmed.core.retries import backoff_delay, note_credits, note_retry, retry_hint_s
+from clearmed.core.retries import (
+    DeadlineExceeded,
+    backoff_delay,
+    bounded_call,
+    guard_socket,
+    note_credits,
+    note_retry,
+    retry_hint_s,
+)
 from clearmed.core.sanitize import register_secret_env
 from clearmed.retrieval.base import EvidenceError, SearchFailure
 from clearmed.retrieval.corpus import domain_of, parse_date
@@ -137,6 +150,8 @@ class TavilySearch:
             # (403, 432 and 433 all arrive as ForbiddenError) and the Retry-After header.
             session = requests.Session()
             session.hooks["response"].append(_remember_response)
+            for scheme in ("http://", "https://"):
+                session.mount(scheme, _GuardedAdapter())
             self._client = TavilyClient(api_key=key, api_base_url=self.options.api_base_url, session=session)
             self._client_key = key
         return self._client, key
@@ -176,7 +191,10 @@ class TavilySearch:
     def _search_once(self, client: TavilyClient, query: str, count: int) -> Any:
         _LAST_RESPONSE.set(None)
         try:
-            return client.search(query, max_results=count, timeout=self.timeout, **self.options.request_params())
+            return bounded_call(
+                lambda: client.search(query, max_results=count, timeout=self.timeout, **self.options.request_params()),
+                self.timeout,
+            )
         except Exception as exc:
             seen = _LAST_RESPONSE.get()
             raise _Failed(exc, *(seen or (None, {}))) from exc
@@ -253,6 +271,29 @@ class _Failed(Exception):
         self.headers = headers
 
 
+class _GuardReused(HTTPConnectionPool):
+    """A pool whose reused connection is marked as the bounded attempt's (a new one is marked as it connects)."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)
+        sock = getattr(conn, "sock", None)  # urllib3's HTTPConnection; None until it connects
+        if sock is not None:
+            guard_socket(sock)
+        return conn
+
+
+class _GuardedHTTPSPool(_GuardReused, HTTPSConnectionPool):
+    pass
+
+
+class _GuardedAdapter(requests.adapters.HTTPAdapter):
+    """requests' adapter over `_GuardReused` pools, so a search's deadline reaches a keep-alive connection too."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _GuardReused, "https": _GuardedHTTPSPool}
+
+
 # The last response the session saw in this context (a thread or task of its own): set by the hook, read on failure.
 _LAST_RESPONSE: ContextVar[tuple[int, dict[str, str]] | None] = ContextVar("clearmed_tavily_response", default=None)
 
@@ -270,7 +311,10 @@ def _is_transient(exc: BaseException) -> bool:
     error = exc.error
     if isinstance(error, ValueError) and exc.status == 200:  # a body that is not JSON: the next one may be
         return True
-    return isinstance(error, UsageLimitExceededError | TavilyTimeoutError | requests.Timeout | requests.ConnectionError)
+    return isinstance(
+        error,
+        UsageLimitExceededError | TavilyTimeoutError | DeadlineExceeded | requests.Timeout | requests.ConnectionError,
+    )
 
 
 def _wait(state: RetryCallState) -> float:
@@ -295,7 +339,7 @@ def _classify(exc: Exception, timeout: float) -> tuple[SearchFailure, str]:
         return "rate_limit", f"Tavily rate limit exceeded (HTTP 429){suffix}"
     if isinstance(exc, BadRequestError):
         return "bad_request", f"Tavily rejected the request as invalid (HTTP 400){suffix}"
-    if isinstance(exc, TavilyTimeoutError | requests.Timeout):
+    if isinstance(exc, TavilyTimeoutError | DeadlineExceeded | requests.Timeout):
         return "timeout", f"Tavily did not answer within {timeout:g} s"
     if isinstance(exc, requests.HTTPError):
         status = exc.response.status_code if exc.response is not None else None

@@ -118,6 +118,7 @@ def script(plans: list[Plan]) -> dict[str, object]:
             "aligned_with_question": True,
             "supports_exact_option": True,
             "no_unresolved_conflict": ok,
+            "recommend_override": ok,
         }
 
     def audit(call: ScriptedCall) -> dict[str, object]:
@@ -129,6 +130,7 @@ def script(plans: list[Plan]) -> dict[str, object]:
             "supports_exact_option": ok,
             "default_not_better_supported": ok,
             "no_unresolved_conflict": ok,
+            "recommend_override": ok,
         }
 
     return {

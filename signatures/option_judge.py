@@ -2,7 +2,7 @@
 
 The judge writes the evidence for an option before its verdict (the paper's evidence-first design), and the
 graph before the verdicts in explicit mode. Verdict labels, letters and semantic types come back as loose
-strings inside typed records and are normalised in Python (`programs._verdict_rules`): a weak model writes
+strings inside typed records and are normalised in Python (`programs.judge.verdicts`): a weak model writes
 "Supported." or "A)" and a strict Literal would discard the whole call. The decision the model states is
 recorded, but the decision the program uses follows from the verdicts by rule.
 """

@@ -85,6 +85,7 @@ def _run(
     keep_degraded: bool,
     progress: bool,
 ) -> RunSummary:
+    from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
     from clearmed.evaluation import run_evaluation
     from clearmed.evaluation.runner import BudgetReached
     from clearmed.evaluation.scoring import scorer_for
@@ -96,18 +97,22 @@ def _run(
     if max_cost is not None and max_cost <= 0:
         raise UsageError(f"max_cost must be a positive number of US dollars, not {max_cost:g}")
     console = Console(stderr=True)
+    reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
     try:
-        run_evaluation(
-            spec,
-            config,
-            module,
-            scorer=scorer_for(config),
-            num_threads=num_threads or config.run.num_threads,
-            console=console,
-            show_progress=progress,
-            keep_degraded=keep_degraded,
-            max_cost=max_cost,
-        )
+        # As on the command line: Ctrl-C lets the questions in flight finish (and raises KeyboardInterrupt), a
+        # second one cuts their retries and attempts short.
+        with second_interrupt_cuts_retries():
+            run_evaluation(
+                spec,
+                config,
+                module,
+                scorer=scorer_for(config),
+                num_threads=num_threads or config.run.num_threads,
+                console=console,
+                show_progress=progress,
+                keep_degraded=keep_degraded,
+                max_cost=max_cost,
+            )
     except BudgetReached:
         write_run_summary(spec.run_dir, Prices.of(config))
         raise

@@ -64,27 +64,20 @@ def _load_questions(args: argparse.Namespace) -> BenchmarkSet:
     from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
 
     revision = getattr(args, "revision", None)  # commands without --revision hand their own namespace
+    wanted = _wanted_ids(args)
     if args.benchmark == "demo":
         if revision is not None:
             raise UsageError("--revision picks a Hugging Face hub revision; the demo bundle has none")
         from clearmed.demo import demo_questions
 
-        chosen = sample(list(demo_questions()), limit=args.limit, seed=args.seed)
-        return BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
+        chosen = list(demo_questions()) if wanted else sample(list(demo_questions()), limit=args.limit, seed=args.seed)
+        bench = BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
+        return _only(bench, wanted, args.benchmark) if wanted else bench
     source = shared_source(args.benchmark) if args.source == "shared" else args.source
     on_error: OnError = "skip" if args.skip_bad_rows else "raise"
-    if args.ids:  # exactly these questions, in the file's order (a held-out test split, say)
-        from clearmed.optimize.splits import read_id_file
-
-        if args.limit:
-            raise UsageError("give --ids or --limit, not both")
-        wanted = read_id_file(args.ids)
+    if wanted:  # exactly these questions, in the file's order (a held-out test split, say)
         bench = load_benchmark(args.benchmark, source=source, split=args.split, on_error=on_error, revision=revision)
-        by_id = {q.id: q for q in bench.questions}
-        missing = [qid for qid in wanted if qid not in by_id]
-        if missing:
-            raise UsageError(f"--ids: {len(missing)} ids are not in {args.benchmark} (first: {missing[0]})")
-        return bench.model_copy(update={"questions": [by_id[qid] for qid in wanted]})
+        return _only(bench, wanted, args.benchmark)
     return load_benchmark(
         args.benchmark,
         source=source,
@@ -94,6 +87,33 @@ def _load_questions(args: argparse.Namespace) -> BenchmarkSet:
         on_error=on_error,
         revision=revision,
     )
+
+
+def _wanted_ids(args: argparse.Namespace) -> list[str]:
+    """`--ids FILE`: its ids, in order (none without it). An id listed twice is refused in one line naming it: the
+    run would answer one question twice, and a summary scores each question once."""
+    if not getattr(args, "ids", None):
+        return []
+    from clearmed.optimize.splits import read_id_file
+
+    if args.limit:
+        raise UsageError("give --ids or --limit, not both")
+    wanted = read_id_file(args.ids)
+    seen: set[str] = set()
+    for qid in wanted:
+        if qid in seen:
+            raise UsageError(f"--ids {args.ids}: the id {qid!r} is listed twice; list each question once")
+        seen.add(qid)
+    return wanted
+
+
+def _only(bench: BenchmarkSet, wanted: Sequence[str], benchmark: str) -> BenchmarkSet:
+    """The benchmark's questions with these ids, in this order; an id it lacks is one line."""
+    by_id = {q.id: q for q in bench.questions}
+    missing = [qid for qid in wanted if qid not in by_id]
+    if missing:
+        raise UsageError(f"--ids: {len(missing)} ids are not in {benchmark} (first: {missing[0]})")
+    return bench.model_copy(update={"questions": [by_id[qid] for qid in wanted]})
 
 
 def _recorded_pathways(given: list[str], questions: Sequence[Question]) -> list[RecordedPathway]:

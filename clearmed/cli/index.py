@@ -3,7 +3,7 @@ one, and search a benchmark's questions once into the local hit cache (`retrieva
 
     clearmed index build --preset openstax --out indexes/openstax
     clearmed index build --path my_corpus.parquet --id-field doc_id --text-field body --out indexes/mine
-    clearmed index build --config configs/default.toml          # the [corpus] table; flags override it
+    clearmed index build --config configs/embedded.toml         # the [corpus] table; flags override it
     clearmed index build --backend lucene --db-dir /data/medcorp --corpus textbooks --corpus statpearls
     clearmed index build --backend lucene --db-dir /data/medcorp --preset openstax   # written as MedRAG chunks
     clearmed index build --backend lucene --db-dir /data/medcorp --corpus pubmed --shards 8
@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     source.add_argument("--preset", help="a shared corpus: openstax or medquad")
     source.add_argument("--path", type=Path, help="a .jsonl or .parquet corpus file")
     source.add_argument("--hub", help="a Hugging Face corpus id, e.g. MedRAG/textbooks (needs network)")
-    build.add_argument("--config", type=Path, help="a TOML file whose [corpus] table configures the corpus")
+    build.add_argument("-c", "--config", type=Path, help="a TOML file whose [corpus] table configures the corpus")
     build.add_argument("--out", type=Path, help="index directory (default: corpus.index_dir of --config)")
     build.add_argument("--name", help="corpus name recorded in passage provenance")
     build.add_argument("--id-field", help="source field holding the document id (default: id)")

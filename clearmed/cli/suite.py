@@ -3,8 +3,10 @@ cell by cell as the `clearmed eval` commands it prints, then one `clearmed compa
 
 Every cell is a normal run folder under the suite's out folder, named as `clearmed eval` names its default folder
 (OUT/<config>/<benchmark>/<program>-n<limit>-s<seed>), so a suite killed and rerun resumes: a finished cell (summary
-written, every question answered, the same config) is skipped, a half-done one resumes. With `--shards N` a cell is
-N shard runs (`--shard K/N`, in sibling folders) and their `clearmed merge` into the cell's folder. `--print-commands`
+written, every question answered and none degraded, the same config) is skipped, a half-done one or one with degraded
+questions resumes (as `clearmed eval` redoes them). With `--shards N` a cell is N shard runs (`--shard K/N`, in sibling
+folders) and their `clearmed merge` into the cell's folder; once merged, the cell's folder is resumed like any run
+(never merged again), and a merge killed before its manifest is redone. `--print-commands`
 prints the command lines instead, one a line: the evals (every shard of every cell; independent, one per array task),
 the merges (once the evals are done), the comparisons (last).
 """
@@ -28,12 +30,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class _Planned:
-    """A cell as commands: its evals (one per shard) with their folders, and the merge of the shards (if sharded)."""
+    """A cell as commands: its evals (one per shard) with their folders, the merge of the shards (if sharded), and
+    the eval that resumes the cell's own folder (a merged cell is a run like any: its degraded questions are redone
+    there, never by merging again)."""
 
     cell: SuiteCell
     run_dir: Path
     evals: list[tuple[list[str], Path]]
     merge: list[str] | None
+    resume: list[str]
 
     def describe(self) -> str:
         cell = self.cell
@@ -65,15 +70,16 @@ def _plan(suite: Suite) -> list[_Planned]:
         folder = cell.benchmark.folder
         where = (suite.out, cell.config_name, folder, cell.program, suite.limit, cell.seed)
         run_dir = default_run_dir(*where)
+        resume = _eval_argv(suite, cell, run_dir, None)
         if suite.shards == 1:
-            planned.append(_Planned(cell, run_dir, [(_eval_argv(suite, cell, run_dir, None), run_dir)], None))
+            planned.append(_Planned(cell, run_dir, [(resume, run_dir)], None, resume))
             continue
         evals = []
         for index in range(1, suite.shards + 1):
             shard_dir = default_run_dir(*where, shard=(index, suite.shards))
             evals.append((_eval_argv(suite, cell, shard_dir, (index, suite.shards)), shard_dir))
         merge = ["merge", *(str(shard_dir) for _, shard_dir in evals), "--out", str(run_dir)]
-        planned.append(_Planned(cell, run_dir, evals, merge))
+        planned.append(_Planned(cell, run_dir, evals, merge, resume))
     return planned
 
 
@@ -99,35 +105,43 @@ def _invoke(argv: list[str]) -> int:
 
 
 def _finished(folder: Path, eval_argv: list[str]) -> bool:
-    """A run folder the eval command would find done: summary written, every question answered, the same config (a
-    changed one is left to the eval, which refuses it in one line)."""
+    """A run folder the eval command would find done: summary written, every question answered and none degraded (the
+    eval would redo those), the same config (a changed one is left to the eval, which refuses it in one line)."""
     from clearmed.cli.main import build_parser
     from clearmed.cli.program_setup import config_from_args
-    from clearmed.evaluation.merge import unanswered_ids
     from clearmed.evaluation.runner import config_digest, same_config_as_snapshot
-    from clearmed.evaluation.store import MANIFEST, load_manifest
+    from clearmed.evaluation.store import MANIFEST, load_manifest, read_records
 
     if not (folder / "summary.json").is_file() or not (folder / MANIFEST).is_file():
         return False
     manifest = load_manifest(folder / MANIFEST)
-    if unanswered_ids(folder, manifest):
+    clean = {record.question_id for record in read_records(folder) if not record.degraded}
+    if any(qid not in clean for qid in manifest.question_ids):
         return False
     config = config_from_args(build_parser().parse_args(eval_argv))
     return manifest.config_digest == config_digest(config) or same_config_as_snapshot(folder, config)
 
 
 def _run_cell(planned: _Planned, console: Console) -> int:
-    """Make the cell's run folder, skipping what is done; the exit code of the first command that did not end well."""
-    if _finished(planned.run_dir, planned.evals[0][0]):
+    """Make the cell's run folder, skipping what is done; the exit code of the first command that did not end well.
+
+    A sharded cell whose merge wrote its manifest is a run like any other: it is resumed (its degraded questions
+    redone, its summary written), never merged again. Until then its unfinished shards run and the merge follows
+    (which redoes a merge killed before its manifest)."""
+    from clearmed.evaluation.store import MANIFEST
+
+    if _finished(planned.run_dir, planned.resume):
         console.print(f"  done before: {planned.run_dir}", markup=False, highlight=False)
         return 0
+    if planned.merge is None or (planned.run_dir / MANIFEST).is_file():
+        return _invoke(planned.resume)
     for argv, folder in planned.evals:
-        if planned.merge is not None and _finished(folder, argv):
+        if _finished(folder, argv):
             continue
         code = _invoke(argv)
         if code:
             return code
-    return _invoke(planned.merge) if planned.merge is not None else 0
+    return _invoke(planned.merge)
 
 
 def _suite_of(args: argparse.Namespace) -> Suite:

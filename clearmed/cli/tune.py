@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from clearmed.optimize.rescore import LoadedRuns, ReplayItem, Rescorer, TrialScore
     from clearmed.optimize.splits import UsedIds
     from clearmed.optimize.tuning import TuneSummary
+    from clearmed.optimize.verifier_fit import LearnedFit
 
 
 def _run_config(args: argparse.Namespace) -> ClearmedConfig:
@@ -89,6 +90,10 @@ def run_tune(args: argparse.Namespace) -> int:
     summary = tune(
         rescorer, ids, settings, n_trials=args.trials, study_name=args.study_name, storage=storage, timeout=args.timeout
     )
+    if summary.learned_fit is not None:  # where the fit does not apply: fall back (recorded) or refuse the question
+        fit = summary.learned_fit
+        model = fit.model.model_copy(update={"out_of_domain": args.learned_out_of_domain})
+        summary = summary.model_copy(update={"learned_fit": fit.model_copy(update={"model": model})})
     _write_tune_artifact(out, summary, compiled, loaded, config, ids)
     Console().print(_report(summary))
     console.print(f"artifact: {out}  (dashboard: optuna-dashboard {summary.storage})")
@@ -146,8 +151,16 @@ def _write_tune_artifact(
     if compiled is not None:  # the prompts were optimised on the compile ids: they count as seen, never as test
         ids = ids.model_copy(update={"train": list(dict.fromkeys([*ids.train, *compiled.ids.seen()]))})
     reports = {"study.json": summary.model_dump_json(indent=2), "runs.json": loaded.model_dump_json(indent=2)}
+    learned = summary.learned_fit.model if summary.learned_fit is not None else None
     write_artifact(
-        out, manifest, thresholds=summary.thresholds, ids=ids, config=config, program_state=state, reports=reports
+        out,
+        manifest,
+        thresholds=summary.thresholds,
+        ids=ids,
+        config=config,
+        program_state=state,
+        reports=reports,
+        learned=learned,
     )
 
 
@@ -186,8 +199,33 @@ def _report(summary: TuneSummary) -> str:
             f"pooling weights fitted by likelihood on {fit.questions} train questions: {weights} "
             f"(mean log-likelihood of the gold {fit.mean_log_likelihood:.4f}; a weight of 0: that pathway adds nothing)",
         ]
+    if summary.learned_fit is not None:
+        lines += ["", *_learned_report(summary.learned_fit)]
     lines += ["", "thresholds: " + json.dumps(summary.thresholds.model_dump(exclude_defaults=True))]
     return "\n".join(lines)
+
+
+def _learned_report(fit: LearnedFit) -> list[str]:
+    """The learned verifier's fit: its margin and domain, each feature's weight, and the cross-validated accuracy
+    per benchmark and backbone against the deterministic verifier on the same disputed questions."""
+    model = fit.model
+    weights = ", ".join(f"{name} {w:+.3f}" for name, w in sorted(fit.weights.items(), key=lambda kv: -abs(kv[1])))
+    lines = [
+        f"learned verifier fitted on {fit.questions} disputed train questions (C {fit.c:g}, {fit.folds} folds by "
+        f"question): margin {model.margin:g}; fitted on {', '.join(model.domain.benchmarks)} / "
+        f"{', '.join(model.domain.formats)} / {', '.join(model.domain.backbones)}",
+        f"weights per standard deviation: {weights}",
+        "",
+        "| cell (benchmark, backbone) | disputed | learned CV | deterministic | decided by the model |",
+        "|---|---|---|---|---|",
+    ]
+    for score in fit.cross_validated:
+        n = max(1, score.questions)
+        lines.append(
+            f"| {score.cell} | {score.questions} | {score.learned_correct / n:.3f} | "
+            f"{score.deterministic_correct / n:.3f} | {score.decided} |"
+        )
+    return lines
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -205,6 +243,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--params",
         help=f"comma-separated parameters to tune, from {', '.join(PARAMETERS)} (default: "
         f"{', '.join(DEFAULT_PARAMETERS)}, the likelihood fit of the pooling weights)",
+    )
+    tune.add_argument(
+        "--learned-out-of-domain",
+        choices=["fallback", "refuse"],
+        default="fallback",
+        help="learned_fit: on a question of another benchmark, format or backbone, the deterministic verifier decides "
+        "(recorded), or the question is refused (recorded as failed, saying why)",
     )
     tune.add_argument(
         "--on-miss",

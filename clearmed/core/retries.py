@@ -20,19 +20,28 @@ only bounds the wait for the next byte, so a server trickling a byte a second ne
 between retries, ends at once when the retries are cut: `cut_retries()`, which a second Ctrl-C calls
 (`second_interrupt_cuts_retries`). A cut chain raises `RetriesCut`, a `KeyboardInterrupt`, so no step records it as
 its failure.
+
+An attempt runs in its caller's own thread, never in a thread of its own: a thread given up on at its deadline would
+keep its socket until the server let go (a trickling server: minutes), and every thread that touches DSPy's disk cache
+keeps a SQLite connection per cache shard. Instead one watchdog thread for the whole process shuts the attempt's
+sockets down at its deadline (or at the cut), so the blocked read returns at once, the client closes the connection
+and raises, and `bounded_call` raises `DeadlineExceeded` (or `RetriesCut`) in its place. The attempt's sockets are
+those it connects (Python's ``socket.connect`` audit event) and the pooled connections its client marks with
+`guard_socket` as it reuses them (`backbones.client`, `retrieval.tavily`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import math
 import random
 import re
 import signal
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
 from typing import Final, TypeVar
@@ -47,6 +56,7 @@ __all__ = [
     "bounded_call",
     "count_retries",
     "cut_retries",
+    "guard_socket",
     "note_credits",
     "note_retry",
     "pause",
@@ -210,9 +220,9 @@ class DeadlineExceeded(TimeoutError):
     """One attempt had no complete answer within its deadline."""
 
 
-# Set by a second Ctrl-C: every wait between retries, and every attempt `bounded_call` is waiting for, ends at once.
+# Set by a second Ctrl-C: every wait between retries, and every attempt `bounded_call` is running, ends at once.
 _CUT = threading.Event()
-# How often a waiting caller looks at the cut (a blocked socket read cannot be woken otherwise).
+# How often the watchdog looks at the cut while attempts run (a signal handler must not take its lock).
 _POLL_S: Final = 0.1
 
 
@@ -235,37 +245,133 @@ def pause(seconds: float) -> None:
         raise RetriesCut("retries cut short")
 
 
+class _Attempt:
+    """One bounded attempt: when it must end, the sockets it reads from, and whether the watchdog ended it."""
+
+    __slots__ = ("ended", "ends", "sockets")
+
+    def __init__(self, ends: float | None) -> None:
+        self.ends = ends
+        self.sockets: list[socket.socket] = []
+        self.ended = False
+
+
+def _shut(sock: socket.socket) -> None:
+    # `socket.socket.shutdown`, not the object's own: an SSL socket's would drop its TLS state under the reading
+    # thread. Shut down, not closed: the client closes it once its read fails, and a descriptor closed under a
+    # blocked read could be reused by another connection before the read returns.
+    with suppress(OSError, ValueError):  # already closed or never connected: nothing is reading from it
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watchdog:
+    """The one thread that ends attempts whose deadline passed, or all of them when the retries are cut."""
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition()
+        self._attempts: set[_Attempt] = set()
+        self._thread: threading.Thread | None = None
+
+    def start(self, attempt: _Attempt) -> None:
+        with self._wake:
+            self._attempts.add(attempt)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True, name="clearmed-deadlines")
+                self._thread.start()
+            self._wake.notify()
+
+    def stop(self, attempt: _Attempt) -> None:
+        with self._wake:
+            self._attempts.discard(attempt)
+
+    def guard(self, attempt: _Attempt, sock: socket.socket) -> None:
+        with self._wake:
+            if attempt.ended:
+                _shut(sock)
+            elif attempt in self._attempts:
+                attempt.sockets.append(sock)
+
+    def _run(self) -> None:
+        with self._wake:
+            while True:
+                now = time.monotonic()
+                cut = _CUT.is_set()
+                waits = []
+                for attempt in self._attempts:
+                    if attempt.ended:
+                        continue
+                    if cut or (attempt.ends is not None and now >= attempt.ends):
+                        attempt.ended = True
+                        for sock in attempt.sockets:
+                            _shut(sock)
+                    elif attempt.ends is not None:
+                        waits.append(attempt.ends - now)
+                self._wake.wait(min([_POLL_S, *waits]) if self._attempts else None)
+
+
+_WATCHDOG = _Watchdog()
+_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("clearmed_bounded_attempt", default=None)
+_HOOKED = False
+_HOOK_LOCK = threading.Lock()
+
+
+def guard_socket(sock: socket.socket) -> None:
+    """Mark ``sock`` as read by the bounded attempt running in this context (none: nothing to do), so its deadline
+    can end the read. For clients that reuse pooled connections; a socket connected inside the attempt is marked
+    already."""
+    attempt = _ATTEMPT.get()
+    if attempt is not None:
+        _WATCHDOG.guard(attempt, sock)
+
+
+def _on_audit(event: str, args: tuple[object, ...]) -> None:
+    if event == "socket.connect" and isinstance(args[0], socket.socket):
+        guard_socket(args[0])
+
+
+def _hook_connects() -> None:
+    """Mark every socket connected inside a bounded attempt (installed once: audit hooks cannot be removed; outside an
+    attempt the hook only compares a string)."""
+    global _HOOKED
+    with _HOOK_LOCK:
+        if not _HOOKED:
+            sys.addaudithook(_on_audit)
+            _HOOKED = True
+
+
 def bounded_call(call: Callable[[], _T], deadline_s: float | None) -> _T:
     """``call()`` with a total deadline: `DeadlineExceeded` when it has not returned within ``deadline_s`` seconds (no
     bound when None), `RetriesCut` when the retries are cut meanwhile.
 
-    The call runs in a daemon thread under a copy of the caller's context (retry scopes, DSPy's settings); one given up
-    on is left to end by itself (its socket's own read timeout, or the server's reply) and holds no one up: its
-    result, should it come, goes nowhere the caller reads, and the process does not wait for it at exit."""
+    The call runs in this thread. At the deadline or the cut the watchdog shuts the attempt's sockets down; the client's
+    blocked read ends at once, and whatever the call then raises or returns (a client may take the shut connection for
+    the end of a body) is replaced by `DeadlineExceeded` (or `RetriesCut`). A call blocked on nothing it claimed is not
+    interrupted: past its deadline it ends the same way, when it ends."""
     if retries_cut():
         raise RetriesCut("retries cut short")
-    done = threading.Event()
-    outcome: dict[str, object] = {}
+    _hook_connects()
+    attempt = _Attempt(None if deadline_s is None else time.monotonic() + deadline_s)
+    token = _ATTEMPT.set(attempt)
+    _WATCHDOG.start(attempt)
+    try:
+        value = call()
+    except Exception as exc:
+        _raise_if_ended(attempt, deadline_s, exc)
+        raise
+    finally:
+        _WATCHDOG.stop(attempt)
+        _ATTEMPT.reset(token)
+    _raise_if_ended(attempt, deadline_s, None)
+    return value
 
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # handed to the caller, whatever it is
-            outcome["error"] = exc
-        finally:
-            done.set()
 
-    context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(run,), daemon=True, name="clearmed-call").start()
-    ends = None if deadline_s is None else time.monotonic() + deadline_s
-    while not done.wait(_POLL_S if ends is None else max(0.0, min(_POLL_S, ends - time.monotonic()))):
-        if retries_cut():
-            raise RetriesCut("retries cut short")
-        if ends is not None and time.monotonic() >= ends:
-            raise DeadlineExceeded(f"no complete reply within {deadline_s:g} s")
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+def _raise_if_ended(attempt: _Attempt, deadline_s: float | None, cause: BaseException | None) -> None:
+    """`RetriesCut` for an attempt the cut ended (or that failed once cut), `DeadlineExceeded` past its deadline;
+    ``cause`` is the call's own failure, None when it returned."""
+    if retries_cut() and (cause is not None or attempt.ended):
+        raise RetriesCut("retries cut short") from cause
+    if deadline_s is not None and attempt.ends is not None and time.monotonic() >= attempt.ends:
+        raise DeadlineExceeded(f"no complete reply within {deadline_s:g} s") from cause
 
 
 @contextmanager

@@ -3,7 +3,9 @@
 `clean_text` runs on every question and passage text as the records are built, so terminal escape
 sequences, NUL bytes and invisible formatting characters (bidi overrides, zero-width spaces) never reach a
 prompt, a terminal or a result file; they also hide words from the evidence screen ("ig<ZWSP>nore").
-`redact_secrets` runs on every recorded error message, because provider errors sometimes quote the
+`mend_surrogates` runs on a record that could not be written because a reply held half a character (a lone UTF-16
+surrogate): it becomes U+FFFD, and the runner notes it in the trail. `redact_secrets` runs on every recorded error
+message, because provider errors sometimes quote the
 credentials they were sent, and recorded errors end up in run folders, logs and terminals.
 
 Secrets are recognised by value, not only by shape: the config registers every credential it resolves
@@ -85,6 +87,35 @@ def clean_text(text: str) -> str:
         return text
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _INVISIBLE.sub("", text)
+
+
+# UTF-16 surrogates: a pair is one character split in two (which `_PAIR` joins again); one alone is half a character,
+# which no UTF-8 file can hold.
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def mend_surrogates(text: str) -> tuple[str, int]:
+    """`text` with each surrogate pair joined into its character and each lone surrogate (half a character, as a model
+    that cut an emoji in two sends it) replaced by U+FFFD; and how many were replaced."""
+    if not _SURROGATE.search(text):
+        return text, 0
+    joined = _PAIR.sub(lambda m: m.group(0).encode("utf-16", "surrogatepass").decode("utf-16"), text)
+    return _SURROGATE.subn(REPLACEMENT, joined)
+
+
+def mend_surrogates_in(data: object) -> tuple[object, int]:
+    """`mend_surrogates` over every string of JSON-like data (dicts, lists, strings); the data and the count."""
+    if isinstance(data, str):
+        return mend_surrogates(data)
+    if isinstance(data, dict):
+        items = [(mend_surrogates_in(key), mend_surrogates_in(value)) for key, value in data.items()]
+        return {k: v for (k, _), (v, _) in items}, sum(a + b for (_, a), (_, b) in items)
+    if isinstance(data, list | tuple):
+        mended = [mend_surrogates_in(item) for item in data]
+        return [item for item, _ in mended], sum(count for _, count in mended)
+    return data, 0
 
 
 def _environment_secrets() -> list[str]:

@@ -5,7 +5,8 @@ baseline differs by ten questions before it differs by program. Every run is sum
 code (a summary.json written by an older one may count degraded questions otherwise). `--common` summarizes each run on
 the question ids that are clean in every run of its benchmark (answered, no stage failed after its retries), so
 no run is charged or excused for another's failures; the paired table is computed on the ids each run shares with
-the first run of its benchmark. A degraded question counts wrong there as it does in accuracy (`report.RunSummary`).
+the first run of its benchmark. A degraded question counts wrong there as it does in accuracy
+(`evaluation.summary.RunSummary`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def _labels(folders: Sequence[Path]) -> list[str]:
 def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:
     """Each finished run folder (one with a summary.json) summarized from its records; with `common`, any run folder,
     on the ids that are clean in every run of the same benchmark."""
+    from clearmed.evaluation.spend_log import paid_calls  # it imports the programs' usage sink
+
     runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
     for folder in folders:
         manifest = load_manifest(folder / MANIFEST)
@@ -107,7 +110,12 @@ def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[Compared
             records = [r for r in records if r.question_id in ids]
             manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in ids]})
             set_aside = [r for r in set_aside if r.question_id in ids]
-        summary = summarize(records, manifest, seed=manifest.seed, prices=snapshot_prices(folder), set_aside=set_aside)
+        # The whole run's dollars are its spend log's, as in its summary.json; a --common subset is priced from its
+        # records (the log does not say which question a call served).
+        paid = None if common else paid_calls(folder)
+        summary = summarize(
+            records, manifest, seed=manifest.seed, prices=snapshot_prices(folder), set_aside=set_aside, paid=paid
+        )
         compared.append(ComparedRun(label=label, folder=str(folder), summary=summary, correct=_correct(records)))
     return compared
 

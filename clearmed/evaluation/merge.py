@@ -2,10 +2,14 @@
 
 The folders must be the finished shards of one run: the same manifest (program, benchmark and its source and
 revision, config digest, limit, seed, program artifact, recorded pathways, clearmed version) and question list
-(`RunShard`: its size and digest), each of the N shards given once and every question of each answered. Anything else is refused in one line
-before anything is written, as is an output folder that holds another run.
+(`RunShard`: its size and digest), each of the N shards given once and every question of each answered, no question
+named twice. Anything else is refused in one line before anything is written, as is an output folder that holds
+another run, or this run merged and changed since (a resume redid questions there: merging again would undo that and
+count their spend and attempts twice; the same merge over an unchanged folder rewrites the same files). A folder that
+holds only what a merge writes before its manifest is a merge killed midway, and is redone.
 
-The joined folder holds the run's manifest (the whole question list in the run's order, no shard), shard 1's config
+The joined folder holds the run's manifest (the whole question list in the run's order and the shards' question
+digests, no shard), shard 1's config
 snapshot, every record at its position in the whole list, the shards' set-aside degraded records, unreadable lines
 and spend logs, and the summary, leakage audit and plots `clearmed eval` writes (`write_run_summary`). So it is the
 run one process would have made: `clearmed eval` resumes it, and `clearmed compare` and `clearmed report` read it.
@@ -13,6 +17,7 @@ run one process would have made: `clearmed eval` resumes it, and `clearmed compa
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -23,6 +28,7 @@ from clearmed.evaluation.shard import RunShard, ids_digest, interleave
 from clearmed.evaluation.spend_log import SPEND_LOG
 from clearmed.evaluation.store import (
     DEGRADED,
+    LOCK,
     MANIFEST,
     RESULTS,
     UNREADABLE,
@@ -41,7 +47,12 @@ __all__ = ["ShardMergeError", "merge_shards", "unanswered_ids"]
 
 # Every field of the manifest makes two shards shards of one run, but these: the shard's own questions and shard
 # (compared as `RunShard`s), when it was created, and where its config was read (its digest is compared).
-_OF_THE_SHARD = frozenset({"question_ids", "shard", "created", "config_source"})
+_OF_THE_SHARD = frozenset({"question_ids", "question_digests", "shard", "created", "config_source"})
+# What a merge writes before its manifest: a folder holding these alone (and their temporary files) is a merge killed
+# before it finished, which the next merge redoes.
+_JOINED = (RESULTS, DEGRADED, UNREADABLE, SPEND_LOG)
+_MERGE_FILES = frozenset({"config.json", *_JOINED})
+_HALF_WRITTEN = frozenset({*_MERGE_FILES, *(f"{name}.tmp" for name in _MERGE_FILES), "manifest.tmp", LOCK})
 _SAME_RUN = tuple(name for name in RunManifest.model_fields if name not in _OF_THE_SHARD)
 
 
@@ -124,43 +135,93 @@ def _in_order(shards: Sequence[_Shard]) -> tuple[list[_Shard], list[str]]:
     return ordered, full
 
 
-def _check_out(out: Path, manifest: RunManifest, shards: Sequence[_Shard]) -> None:
+def _check_out(out: Path, manifest: RunManifest, shards: Sequence[_Shard], files: dict[str, bytes]) -> None:
+    """Refuse an output folder the merge would damage: a shard, another run, a folder of other files, or this run's
+    merge changed since it was written (a resume redid questions there: merging again would undo that and count
+    their spend twice). The same merge again rewrites the same files; a merge killed before its manifest is redone."""
     if out.resolve() in {shard.folder.resolve() for shard in shards}:
         raise ShardMergeError(f"--out {out} is one of the shards; choose a new folder for the merged run")
     if (out / MANIFEST).is_file():
-        if load_manifest(out / MANIFEST) != manifest:
+        existing = load_manifest(out / MANIFEST)
+        if existing.question_digests is None:  # merged before manifests kept digests: the same run all the same
+            manifest = manifest.model_copy(update={"question_digests": None})
+        if existing != manifest:
             raise ShardMergeError(f"--out {out} holds another run; choose a new folder for the merged run")
-    elif out.is_dir() and any(out.iterdir()):
+        changed = [name for name in _JOINED if _read_or_none(out / name) != files.get(name)]
+        if changed:
+            raise ShardMergeError(
+                f"--out {out} holds this run merged and changed since ({', '.join(changed)}: a resume redid "
+                f"questions there, or a shard changed); merging again would undo it: resume it with "
+                f"`clearmed eval ... --run-dir {out}`, or merge into a new folder"
+            )
+    elif out.is_dir() and any(entry.name not in _HALF_WRITTEN for entry in out.iterdir()):
         raise ShardMergeError(f"--out {out} is not empty and holds no run; choose a new folder for the merged run")
 
 
-def _joined_lines(folders: Sequence[Path], name: str) -> str | None:
+def _read_or_none(path: Path) -> bytes | None:
+    return path.read_bytes() if path.is_file() else None
+
+
+def _joined_lines(folders: Sequence[Path], name: str) -> bytes | None:
     """The shards' files `name` one after another (each ended by a newline); None when no shard has one."""
     parts = [(folder / name).read_bytes() for folder in folders if (folder / name).is_file()]
     if not parts:
         return None
-    return "".join(part.decode("utf-8", "replace") + ("" if part.endswith(b"\n") else "\n") for part in parts if part)
+    return b"".join(part + (b"" if part.endswith(b"\n") else b"\n") for part in parts if part)
 
 
-def _write(out: Path, shards: Sequence[_Shard], manifest: RunManifest) -> None:
-    """The joined folder's files; the manifest last, as it is what makes a folder a run."""
+def _joined_files(shards: Sequence[_Shard], manifest: RunManifest) -> dict[str, bytes]:
+    """The joined folder's files, by name, before its manifest: config, records, set-aside records, spend log."""
     position = {qid: index for index, qid in enumerate(manifest.question_ids)}
 
-    def lines(records: Sequence[EvalRecord]) -> str:
+    def lines(records: Sequence[EvalRecord]) -> bytes:
         placed = [record.model_copy(update={"index": position[record.question_id]}) for record in records]
-        return "".join(writable_line(record).decode() for record in sorted(placed, key=lambda r: r.index))
+        return b"".join(writable_line(record) for record in sorted(placed, key=lambda r: r.index))
 
     folders = [shard.folder for shard in shards]
+    files = {
+        "config.json": (folders[0] / "config.json").read_bytes(),
+        RESULTS: lines([record for shard in shards for record in shard.records]),
+    }
+    if set_aside := [record for shard in shards for record in shard.set_aside]:
+        files[DEGRADED] = lines(set_aside)
+    for name in (UNREADABLE, SPEND_LOG):
+        if (joined := _joined_lines(folders, name)) is not None:
+            files[name] = joined
+    return files
+
+
+def _write(out: Path, files: dict[str, bytes], manifest: RunManifest) -> None:
+    """The joined folder's files, each in one rename, and what a killed earlier attempt left and this one does not
+    write removed; the manifest last, as it is what makes a folder a run."""
     with RunStore(out) as store:
-        store.write_json("config.json", (folders[0] / "config.json").read_text(encoding="utf-8"))
-        store.write_json(RESULTS, lines([record for shard in shards for record in shard.records]))
-        set_aside = [record for shard in shards for record in shard.set_aside]
-        if set_aside:
-            store.write_json(DEGRADED, lines(set_aside))
-        for name in (UNREADABLE, SPEND_LOG):
-            if (joined := _joined_lines(folders, name)) is not None:
-                store.write_json(name, joined)
+        for name in sorted(_MERGE_FILES - set(files)):
+            (out / name).unlink(missing_ok=True)
+        for name, content in files.items():
+            store.write_bytes(name, content)
         store.write_manifest(manifest)
+
+
+def _merged_manifest(ordered: Sequence[_Shard], full: list[str]) -> RunManifest:
+    """The run's manifest: shard 1's, with the whole question list (and the shards' question digests, where every
+    shard kept them), no shard, and the first shard's creation time."""
+    repeated = [qid for qid, count in Counter(full).items() if count > 1]
+    if repeated:
+        raise ShardMergeError(
+            f"the shards name the question {repeated[0]!r} twice (an older clearmed let a list repeat an id); run "
+            "them again with each question once"
+        )
+    digests = [shard.manifest.question_digests for shard in ordered]
+    joined = {qid: d for part in digests if part is not None for qid, d in part.items()}
+    created = min(shard.manifest.created for shard in ordered)
+    return ordered[0].manifest.model_copy(
+        update={
+            "question_ids": full,
+            "question_digests": joined if all(part is not None for part in digests) else None,
+            "shard": None,
+            "created": created,
+        }
+    )
 
 
 def merge_shards(folders: Sequence[Path], out: Path) -> RunSummary:
@@ -181,8 +242,8 @@ def merge_shards(folders: Sequence[Path], out: Path) -> RunSummary:
         shards = [_read_shard(folder) for folder in folders]
         _check_same_run(shards)
         ordered, full = _in_order(shards)
-        created = min(shard.manifest.created for shard in ordered)
-        manifest = ordered[0].manifest.model_copy(update={"question_ids": full, "shard": None, "created": created})
-        _check_out(out, manifest, ordered)
-        _write(out, ordered, manifest)
+        manifest = _merged_manifest(ordered, full)
+        files = _joined_files(ordered, manifest)
+        _check_out(out, manifest, ordered, files)
+        _write(out, files, manifest)
     return write_run_summary(out, snapshot_prices(out))

@@ -348,18 +348,18 @@ def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _gold_mismatch(question: Question, row: Mapping[str, object]) -> str:
-    """Why a row filed under this question's id is another question's: its gold is not this question's."""
+def _row_mismatch(question: Question, row: Mapping[str, object]) -> str:
+    """Why a row filed under this question's id is another question's: its recorded gold (or, where the row records
+    it, its question text) is not this question's. "" when nothing recorded contradicts it."""
     gold = row.get("gold")
-    if not isinstance(gold, str) or not gold.strip() or not question.gold_letters:
-        return ""
-    recorded = sorted({part.strip().upper() for part in gold.split(",") if part.strip()})
-    if recorded == sorted(question.gold_letters):
-        return ""
-    return (
-        f"row {row.get('id')} has gold {gold.strip()}, this question {','.join(question.gold_letters)}: "
-        "its id names another question"
-    )
+    if isinstance(gold, str) and gold.strip() and question.gold_letters:
+        recorded = sorted({part.strip().upper() for part in gold.split(",") if part.strip()})
+        if recorded != sorted(question.gold_letters):
+            return f"its gold is {gold.strip()}, the question's {','.join(question.gold_letters)}"
+    text = row.get("question")
+    if isinstance(text, str) and text.strip() and _normalised(text) != _normalised(question.text):
+        return f"its question begins {text.strip()[:40]!r}, not {question.text.strip()[:40]!r}"
+    return ""
 
 
 def _local_passages(trace: Mapping[str, object]) -> list[Passage]:
@@ -394,13 +394,17 @@ def _upstream_quality(source: Mapping[str, object], passage_id: str) -> QualityA
 def _web_passages(
     evidence: Mapping[str, object], scored: Mapping[str, Mapping[str, object]], backend: str | None
 ) -> tuple[list[Passage], SourceQuality]:
-    """The online run's `evidence.sources` as web passages (the claim as text, the URL as provenance), labelled by
-    the CLEAR code's quality where it was recorded (on the source, or by URL in its verifier's report: `scored`),
-    else by clearmed's domain priors: the same kind of deterministic domain rule the CLEAR code scores sources by."""
+    """The online run's evidence as web passages: its `evidence_summary` and `key_facts` first (the code's verifier
+    reads them before the sources: `prompts.format_evidence`), then its `sources` (the claim as text, the URL as
+    provenance). Each source is labelled by the CLEAR code's quality where it was recorded (on the source, or by URL
+    in its verifier's report: `scored`), else by the CLEAR code's own domain table (`retrieval.clear_code_quality`),
+    as its verifier scores sources that carry no tier. The summary and the facts are the online model's own
+    synthesis, no source: they carry no quality label and count towards no gate."""
     from clearmed.programs.assessors.source_quality import label_passages
+    from clearmed.retrieval.clear_code_quality import clear_code_assessment
     from clearmed.retrieval.corpus import domain_of
-    from clearmed.retrieval.priors import prior_assessment
 
+    synthesis = _synthesis_passages(evidence, backend)
     passages: list[Passage] = []
     assessments: list[QualityAssessment] = []
     sources = evidence.get("sources")
@@ -421,9 +425,25 @@ def _web_passages(
         )
         passages.append(passage)
         labelled = _upstream_quality(source, passage.id) or _upstream_quality(scored.get(url or "", {}), passage.id)
-        assessments.append(labelled or prior_assessment(passage))
+        assessments.append(labelled or clear_code_assessment(passage))
     quality = SourceQuality(assessments=assessments, origin="prior")
-    return label_passages(passages, quality), quality
+    return synthesis + label_passages(passages, quality), quality
+
+
+def _synthesis_passages(evidence: Mapping[str, object], backend: str | None) -> list[Passage]:
+    """The online run's `evidence_summary` (id WS) and `key_facts` (WK, one fact a line), where it wrote them."""
+    summary = str(evidence.get("evidence_summary") or "").strip()
+    facts = evidence.get("key_facts")
+    listed = [str(fact).strip() for fact in facts if str(fact).strip()] if isinstance(facts, list) else []
+    made = []
+    for pid, title, text in (
+        ("WS", "Evidence summary (the online run's own synthesis, not a source)", summary),
+        ("WK", "Key facts (the online run's own synthesis, not a source)", "\n".join(f"- {fact}" for fact in listed)),
+    ):
+        if text:
+            provenance = Provenance(kind="web", backend=backend)
+            made.append(Passage(id=pid, title=title, text=text, pathway="dynamic", provenance=provenance))
+    return made
 
 
 def _evidence_of(pathway: PathwayName, row: Mapping[str, object], trace: Mapping[str, object]) -> dict[str, object]:
@@ -443,9 +463,6 @@ def _evidence_of(pathway: PathwayName, row: Mapping[str, object], trace: Mapping
 def clear_code_reply(question: Question, row: Mapping[str, object], pathway: PathwayName, source: str) -> RecordedReply:
     """One row of the CLEAR code's results (a direct, bm25 or online run's, or a CLEAR run's candidate) as a
     recorded reply: its `pred` as the answer, its `raw_response` as the rationale, its evidence."""
-    mismatch = _gold_mismatch(question, row)
-    if mismatch:
-        return RecordedReply(question_id=question.id, status="missing", note=mismatch, source=source)
     candidates = row.get("candidates")
     part = _mapping(candidates.get(_CLEAR_METHOD[pathway])) if isinstance(candidates, dict) else row
     trace = _mapping(part.get("trace"))
@@ -496,6 +513,15 @@ def _read_clear_code(path: Path, pathway: PathwayName, questions: Sequence[Quest
         if row is None:
             replies[question.id] = RecordedReply(question_id=question.id, status="missing", source=str(results))
             continue
+        # Never filtered row by row: a row that is another question's means the file is not this benchmark's rows
+        # in this order (misaligned by one row, another split), and dropping only the rows that disagree keeps
+        # exactly those whose answers happen to be right.
+        mismatch = _row_mismatch(question, row)
+        if mismatch:
+            raise RecordedPathwayError(
+                f"{results}: row {row['id']} is not question {question.id} ({mismatch}): the file does not hold "
+                "these questions' rows under their ids, so none of it is read"
+            )
         replies[question.id] = clear_code_reply(question, row, pathway, f"{results} id={row['id']}")
         candidates = row.get("candidates")
         part = _mapping(candidates.get(_CLEAR_METHOD[pathway])) if isinstance(candidates, dict) else row

@@ -1,11 +1,14 @@
 """`clearmed eval`: run a program over a benchmark into a resumable run folder.
 
-The question list is fixed in the manifest when the folder is created, so a resumed run evaluates exactly
-the questions it started with; finished questions are never recomputed, except degraded ones (a stage failed after its
-retries), which a resume redoes unless asked to keep them. Questions run one at a time or on `run.num_threads` threads
-(for remote backends); each line is appended the moment its question finishes. A question whose record would not load
-back (a NaN, a lone surrogate) is reported and recorded as failed in its place, and a line that cannot be read counts
-as not done (a resume redoes it): either way the run goes on.
+The question list is fixed in the manifest when the folder is created, with a digest of each question (its text,
+options and gold: `store.question_digest`), so a resumed run evaluates exactly the questions it started with, and a
+benchmark file changed since is refused before anything runs; a list that names a question twice is refused too (it
+would be answered and scored twice). Finished questions are never recomputed, except degraded ones (a stage failed
+after its retries), which a resume redoes unless asked to keep them. Questions run one at a time or on
+`run.num_threads` threads (for remote backends); each line is appended the moment its question finishes. Half a
+character in a reply (a lone surrogate) is replaced by U+FFFD as the record is written, with a step in its trail that
+says so (`mended_record`); a record that would still not load back (a NaN) is reported and recorded as failed in its
+place, and a line that cannot be read counts as not done (a resume redoes it): either way the run goes on.
 
 A run stops early, cleanly and resumably, in two cases. A `FatalServiceError` (a rejected key, an exhausted balance, a
 missing model, from the LM or from Tavily; a corrupt cache or index) starts no further question, lets the questions in
@@ -36,7 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from clearmed.config import ClearmedConfig, answer_settings, without_operational
 from clearmed.core.errors import FatalServiceError, UsageError
-from clearmed.core.sanitize import redact_secrets
+from clearmed.core.sanitize import mend_surrogates_in, redact_secrets
 from clearmed.core.version import __version__
 from clearmed.evaluation.degraded import degraded_stages
 from clearmed.evaluation.lm_cache import watch_lm_cache
@@ -52,6 +55,7 @@ from clearmed.evaluation.store import (
     RunStore,
     RunStoreError,
     UnwritableRecordError,
+    question_digest,
     read_records,
     read_set_aside_degraded,
 )
@@ -96,7 +100,7 @@ def config_digest(config: ClearmedConfig) -> str:
 
 
 def default_scorer(question: Question, decision: Decision) -> QuestionScore | None:
-    """MCQ questions are scored here; free text needs a judge backbone (see `judged_scorer`)."""
+    """MCQ questions are scored here; free text needs a judge backbone (see `evaluation.scoring.scorer_for`)."""
     return score_decision(question, decision) if question.is_mcq else None
 
 
@@ -116,6 +120,23 @@ def crashed_decision(question: Question, program: str, error: BaseException) -> 
 def _as_utf8(model: BaseModel) -> bytes:
     """A record's JSON with every lone surrogate (half a character) replaced, so that it can be written."""
     return json.dumps(model.model_dump(mode="json"), ensure_ascii=False).encode("utf-8", "replace")
+
+
+def mended_record(record: EvalRecord) -> EvalRecord | None:
+    """The record with every half character (a lone surrogate, as a reply that cut an emoji in two holds) replaced by
+    U+FFFD, and a step in its trail that says so; None when it holds none (it is unwritable for another reason)."""
+    data, replaced = mend_surrogates_in(record.model_dump())
+    if not replaced:
+        return None
+    mended = EvalRecord.model_validate(data)
+    note = AdjudicationStep(
+        mechanism="fallback",
+        trigger="record",
+        outcome=f"{replaced} half character{'s' if replaced > 1 else ''} (lone UTF-16 surrogates) in the replies "
+        "replaced with U+FFFD so that the record could be written",
+    )
+    decision = mended.decision.model_copy(update={"steps": [*mended.decision.steps, note]})
+    return mended.model_copy(update={"decision": decision})
 
 
 def unwritable_record(record: EvalRecord, reason: str) -> EvalRecord:
@@ -228,6 +249,8 @@ def config_snapshot(config: ClearmedConfig) -> str:
 def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunManifest:
     """Create the manifest, or check that an existing folder is the same run and may be resumed."""
     digest = config_digest(config)
+    _refuse_repeated_ids([q.id for q in spec.questions], "the questions given")
+    digests = {q.id: question_digest(q) for q in spec.questions}
     existing = store.read_manifest()
     if existing is None:
         manifest = RunManifest(
@@ -245,6 +268,7 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             recorded_pathways=spec.recorded_pathways,
             shard=spec.shard,
             dataset_revision=spec.dataset_revision,
+            question_digests=digests,
         )
         # The config snapshot first: the manifest is what makes a folder a run, so a kill between the two
         # writes must not leave a run without its config.
@@ -271,13 +295,29 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
         raise RunStoreError(
             f"{store.directory} holds a different run ({'; '.join(mismatches)}); choose another --run-dir"
         )
-    known = {q.id for q in spec.questions}
-    missing = [qid for qid in existing.question_ids if qid not in known]
+    _refuse_repeated_ids(existing.question_ids, f"{store.directory}'s question list")
+    missing = [qid for qid in existing.question_ids if qid not in digests]
     if missing:
         raise RunStoreError(f"{store.directory}: {len(missing)} questions of this run are not in the benchmark now")
+    if existing.question_digests is not None:
+        changed = [qid for qid in existing.question_ids if existing.question_digests.get(qid) != digests[qid]]
+        if changed:
+            raise RunStoreError(
+                f"{store.directory}: {len(changed)} of this run's questions changed in the benchmark since it began "
+                f"(first: {changed[0]}: its text, options or gold differ); run it in a new --run-dir"
+            )
     if not (store.directory / "config.json").is_file():  # a folder from before that ordering, killed in between
         store.write_json("config.json", config_snapshot(config))
     return existing
+
+
+def _refuse_repeated_ids(question_ids: Sequence[str], where: str) -> None:
+    """One question listed twice would be answered twice and scored twice: refused in one line naming it."""
+    seen: set[str] = set()
+    for qid in question_ids:
+        if qid in seen:
+            raise RunStoreError(f"{where}: the question {qid!r} is listed twice; give each question once")
+        seen.add(qid)
 
 
 def run_evaluation(
@@ -364,6 +404,11 @@ class EvalRun:
     def open(self, store: RunStore) -> None:
         self.store = store
         self.manifest = open_run(store, self.spec, self.config)
+        if self.manifest.question_digests is None:  # a run from before they were kept: resumed as it was
+            self._warn(
+                f"note: {self.spec.run_dir} keeps no digest of its questions (made by an older clearmed), so a "
+                "benchmark file changed since it began cannot be noticed; it resumes as before"
+            )
 
     def _warn(self, message: str) -> None:
         self.console.print(message, style="yellow", markup=False, highlight=False)
@@ -398,7 +443,8 @@ class EvalRun:
         self.log = SpendLog(spec.run_dir, self.prices)
         if self.log.new:  # questions finished before this run folder had a spend log count by their records' prices
             for record in [*records, *read_set_aside_degraded(spec.run_dir)]:
-                self.log.carry_over(record.question_id, record_usd(record, self.prices))
+                retries = sum(row.retries for row in record.decision.usage)
+                self.log.carry_over(record.question_id, record_usd(record, self.prices), retries)
         self.running = _Running(list(self.done.values()), log=self.log)
 
     def may_start(self) -> bool:
@@ -441,18 +487,30 @@ class EvalRun:
         return self._append(record)
 
     def _append(self, record: EvalRecord) -> EvalRecord | None:
+        """Append the question's record. Half a character in a reply is mended at this boundary (U+FFFD, and a step
+        in the trail says so); a record unwritable for another reason is recorded as failed, saying why, and the run
+        goes on; None when not even that can be written (a resume tries the question again)."""
         try:
             self.store.append(record)
-        except UnwritableRecordError as err:  # the question is recorded as failed, saying why; the run goes on
-            self.console.print(f"{err}; recorded as failed", style="red", markup=False, highlight=False)
-            record = unwritable_record(record, str(err))
-            try:
-                self.store.append(record)
-            except UnwritableRecordError as again:  # not even that: left undone, a resume tries it again
-                self.console.print(str(again), style="red", markup=False, highlight=False)
-                return None
+        except UnwritableRecordError as err:
+            mended = mended_record(record)
+            if mended is None or not self._appended(mended, quiet=True):
+                self.console.print(f"{err}; recorded as failed", style="red", markup=False, highlight=False)
+                mended = unwritable_record(mended or record, str(err))
+                if not self._appended(mended):
+                    return None
+            record = mended
         self.running.add(record)
         return record
+
+    def _appended(self, record: EvalRecord, *, quiet: bool = False) -> bool:
+        try:
+            self.store.append(record)
+        except UnwritableRecordError as err:
+            if not quiet:
+                self.console.print(str(err), style="red", markup=False, highlight=False)
+            return False
+        return True
 
     def drive(self) -> None:
         """Run the questions left, one at a time or on threads, until done or stopped: under the progress bar on a

@@ -4,8 +4,8 @@ Every LM usage row is priced with its role's backbone (`clearmed.backbones.prici
 map for hosted models, the config's `price` for self-hosted ones, 0 by default). Tavily credits are what the service
 billed per search (1 at basic depth, 2 at advanced; a cache hit none), recorded on the search's usage row and priced at
 `[run] tavily_usd_per_credit` (default `DEFAULT_USD_PER_CREDIT`, Tavily's pay-as-you-go price). A question's dollars are
-priced when it finishes (`EvalRecord.cost_usd`); the budget of a run (`--max-cost`) counts the spend log instead
-(`spend_log`), which holds every paid call as it completed, grading included, so a kill loses none of it.
+priced when it finishes (`EvalRecord.cost_usd`); the budget of a run (`--max-cost`) and its summary count the spend log
+instead (`spend_log`), which holds every paid call as it completed, grading included, so a kill loses none of it.
 """
 
 from __future__ import annotations
@@ -101,8 +101,10 @@ class StageSpend(BaseModel):
 
 
 class SpendSummary(BaseModel):
-    """What the run's recorded questions spent (`usd` None: a price unknown), per stage, plus what the degraded
-    attempts a resume redid had spent (`set_aside_usd`, kept in results.degraded.jsonl)."""
+    """What the run spent (`usd` None: a price unknown), per stage: its spend log's dollars, credits and retries
+    (every billed call, across kills and resumes; the records' own prices for a folder without a log), and the
+    recorded questions' calls and tokens; `set_aside_usd` is the part the degraded attempts a resume redid had spent
+    (their records are kept in results.degraded.jsonl)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -121,12 +123,28 @@ def spend_summary(
     *,
     prices: Prices | None = None,
     set_aside_usd: Sequence[float | None] = (),
+    paid: Sequence[tuple[float | None, CallUsage]] | None = None,
 ) -> SpendSummary:
-    """Totals from the records' own dollars (`record_usd`, one per decision); per-stage dollars need `prices`."""
+    """Calls, cache hits and tokens from the records' usage rows. Dollars, credits and retries, per stage and in
+    total, from `paid` when the run has a spend log (`spend_log.read_spend_log`: each call's dollars and row, attempts
+    cut short by a kill or set aside by a resume included), else from the records (`record_usd`, one per decision;
+    per-stage dollars then need `prices`). A record of unknown price makes the total unknown either way."""
     stages: dict[str, list[CallUsage]] = {}
     for decision in decisions:
         for row in decision.usage:
             stages.setdefault(row.stage, []).append(row)
+    logged: dict[str, list[tuple[float | None, CallUsage]]] = {}
+    for usd, row in paid or ():
+        logged.setdefault(row.stage, []).append((usd, row))
+
+    def stage_usd(stage: str) -> float | None:
+        if paid is not None:
+            return total_usd(usd for usd, _ in logged.get(stage, []))
+        return total_usd(prices.row_usd(row) for row in stages[stage]) if prices is not None else None
+
+    def billed(stage: str) -> list[CallUsage]:
+        return [row for _, row in logged.get(stage, [])] if paid is not None else stages[stage]
+
     by_stage = [
         StageSpend(
             stage=stage,
@@ -135,13 +153,17 @@ def spend_summary(
             failed=sum(1 for row in rows if row.failed),
             prompt_tokens=sum(row.prompt_tokens for row in rows),
             completion_tokens=sum(row.completion_tokens for row in rows),
-            usd=total_usd(prices.row_usd(row) for row in rows) if prices is not None else None,
-            credits=sum(row.credits for row in rows),
-            retries=sum(row.retries for row in rows),
+            usd=stage_usd(stage),
+            credits=sum(row.credits for row in billed(stage)),
+            # A log holds every retried call the records hold, and more; one written before retried calls that cost
+            # nothing were logged may hold fewer, and then the records' count stands.
+            retries=max(sum(row.retries for row in billed(stage)), sum(row.retries for row in rows)),
         )
-        for stage, rows in stages.items()
+        for stage, rows in [*stages.items(), *((stage, []) for stage in logged if stage not in stages)]
     ]
     usd = total_usd(record_usd)
+    if usd is not None and paid is not None:
+        usd = total_usd(amount for amount, _ in paid)
     return SpendSummary(
         usd=usd,
         mean_usd=round(usd / len(decisions), 6) if usd is not None and decisions else None,

@@ -2,10 +2,11 @@
 
 A question's record is written when it finishes, so calls made by the questions in flight at a SIGKILL would be paid
 and never counted; on resume they come back from the LM cache at $0. The log closes that gap: the pathways' usage rows
-reach it as each stage completes (`programs.lm.run_context.USAGE_SINK`) and the graders' as each grade completes, so
+reach it as each stage completes (`programs.lm.context.USAGE_SINK`) and the graders' as each grade completes, so
 the budget (`--max-cost`) counts every dollar billed, across kills and resumes: LM calls at the backbones' prices,
-Tavily searches at `[run] tavily_usd_per_credit`, and grading. One line per paid call (cache hits cost nothing and are
-not logged), appended in one write: a kill leaves at most a torn last line, which reading skips and the next append
+Tavily searches at `[run] tavily_usd_per_credit`, and grading. It is also the one source of the summary's dollars,
+credits and retries (`summary.write_run_summary`), so attempts a kill cut short or a resume redid count there too. One
+line per paid, retried or unpriced call (cache hits cost nothing and are not logged), appended in one write: a kill leaves at most a torn last line, which reading skips and the next append
 starts after. The page cache keeps what was written when the process dies, so no fsync is needed for a kill.
 """
 
@@ -24,7 +25,7 @@ from clearmed.evaluation.spend import Prices
 from clearmed.programs.lm.context import USAGE_SINK
 from clearmed.signatures.records import CallUsage
 
-__all__ = ["SPEND_LOG", "SpendEntry", "SpendLog"]
+__all__ = ["SPEND_LOG", "SpendEntry", "SpendLog", "read_spend_log"]
 
 SPEND_LOG = "spend.jsonl"
 
@@ -39,6 +40,29 @@ class SpendEntry(BaseModel):
     row: CallUsage
 
 
+def read_spend_log(directory: Path) -> list[SpendEntry]:
+    """Every call a run folder's spend log holds (none without one); a line that is not an entry (the torn last line
+    of a kill mid-write) is skipped: its call is lost."""
+    path = directory / SPEND_LOG
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_bytes().split(b"\n"):
+        if line.strip():
+            try:
+                entries.append(SpendEntry.model_validate_json(line))
+            except (ValueError, ValidationError):
+                continue
+    return entries
+
+
+def paid_calls(directory: Path) -> list[SpendEntry] | None:
+    """A run folder's spend log as `summarize`'s ``paid`` (the one source of its dollars and retries), None for a
+    folder that has none (written before the log was kept, or another system's run): its records are priced
+    instead."""
+    return read_spend_log(directory) if (directory / SPEND_LOG).is_file() else None
+
+
 class SpendLog:
     """A run folder's spend log, open for appending; `total_usd` is what every logged call cost."""
 
@@ -49,20 +73,10 @@ class SpendLog:
         self._total = 0.0
         self.questions: set[str] = set()
         self.new = not self.path.exists()  # a folder from before there was a log: `carry_over` its records
-        torn = False
-        if self.path.exists():
-            raw = self.path.read_bytes()
-            torn = bool(raw) and not raw.endswith(b"\n")
-            for line in raw.split(b"\n"):
-                if not line.strip():
-                    continue
-                try:
-                    entry = SpendEntry.model_validate_json(line)
-                except (ValueError, ValidationError):  # a torn last line (a kill mid-write): its call is lost
-                    continue
-                self._total += entry.usd or 0.0
-                self.questions.add(entry.question_id)
-        if torn:  # the next line must start on its own
+        for entry in read_spend_log(directory):
+            self._total += entry.usd or 0.0
+            self.questions.add(entry.question_id)
+        if self.path.exists() and not self.path.read_bytes().endswith(b"\n"):  # torn: the next line starts anew
             with self.path.open("ab") as handle:
                 handle.write(b"\n")
 
@@ -70,14 +84,18 @@ class SpendLog:
         with self._lock:
             return self._total
 
-    def carry_over(self, question_id: str, usd: float | None) -> None:
-        """Log what a record written before this folder had a spend log cost (its record's own price)."""
-        if usd:
-            self.add(question_id, CallUsage(stage="before_spend_log", role="record", calls=0), usd=usd)
+    def carry_over(self, question_id: str, usd: float | None, retries: int = 0) -> None:
+        """Log what a record written before this folder had a spend log cost (its record's own price, 0 when unknown)
+        and how often its calls were retried."""
+        if usd or retries:
+            row = CallUsage(stage="before_spend_log", role="record", calls=0, retries=retries)
+            self.add(question_id, row, usd=usd or 0.0)
 
     def add(self, question_id: str, row: CallUsage, *, usd: float | None = None) -> None:
+        """Log one call: billed, retried or of unknown price (a cache hit or a refusal that was not retried costs
+        nothing and is not logged)."""
         usd = self.prices.row_usd(row) if usd is None else usd
-        if not usd and not row.credits:  # a cache hit or a refusal: nothing was billed
+        if usd == 0 and not row.credits and not row.retries:
             return
         text = redact_secrets(SpendEntry(question_id=question_id, usd=usd, row=row).model_dump_json())
         line = (text + "\n").encode("utf-8", "replace")

@@ -18,6 +18,7 @@ second is refused while the first holds the lock.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import threading
@@ -32,7 +33,7 @@ from pydantic_core import PydanticSerializationError
 from clearmed.core.sanitize import redact_secrets
 from clearmed.evaluation.shard import RunShard
 from clearmed.metrics import QuestionScore
-from clearmed.signatures.records import Decision
+from clearmed.signatures.records import Decision, Question
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
@@ -88,6 +89,11 @@ class RunManifest(BaseModel):
     )
     shard: RunShard | None = Field(
         default=None, description="this run is one shard of a larger run (--shard K/N; clearmed.evaluation.shard)"
+    )
+    question_digests: dict[str, str] | None = Field(
+        default=None,
+        description="question id -> a digest of what it asks and its gold (`question_digest`), so that a resume on a "
+        "benchmark file changed since is refused; None in runs made before it was recorded",
     )
 
 
@@ -174,9 +180,13 @@ class RunStore:
         os.replace(temporary, self.manifest_path)
 
     def write_json(self, name: str, payload: str) -> Path:
+        return self.write_bytes(name, payload.encode("utf-8"))
+
+    def write_bytes(self, name: str, content: bytes) -> Path:
+        """Write the folder's file `name` in one rename: a kill leaves the old file or the new one, never half."""
         path = self.directory / name
         temporary = path.with_suffix(path.suffix + ".tmp")
-        temporary.write_text(payload, encoding="utf-8")
+        temporary.write_bytes(content)
         os.replace(temporary, path)
         return path
 
@@ -238,6 +248,18 @@ class RunStore:
                 os.fsync(handle)
             finally:
                 os.close(handle)
+
+
+def question_digest(question: Question) -> str:
+    """A fingerprint of what a question asks and what counts as right: its text, answer mode, options, context,
+    conversation, gold letters, gold text and rubric (not its metadata). A resume compares it with the manifest's, so
+    a benchmark file edited since the run began (a gold mended, a row inserted that moves the ids) is refused."""
+    payload = question.model_dump(
+        mode="json",
+        include={"text", "answer_mode", "options", "context", "conversation", "gold_letters", "gold_text", "rubric"},
+    )
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def load_manifest(path: Path) -> RunManifest:

@@ -3,7 +3,7 @@
 A suite file is TOML (`clearmed suite SUITE.toml`; the same matrix can be given on the command line):
 
     out = "runs/suites/mmlu-med"     # the cells' run folders (default: runs/suites/<the file's name>)
-    configs = ["o3-mini", "configs/local.toml"]   # packaged names or TOML paths
+    configs = ["o3-mini", "my-server.toml"]       # packaged names or TOML paths
     programs = ["direct", "clear"]
     seeds = [0, 1]                   # default [0]
     limit = 200                      # a seeded sample of each benchmark (default: every question)

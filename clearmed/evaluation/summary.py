@@ -9,7 +9,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,11 +36,13 @@ from clearmed.metrics import (
     judge_table,
     mcnemar_exact_p,
 )
-from clearmed.signatures.records import Decision
+from clearmed.signatures.records import Decision, VerifierOutput
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from clearmed.evaluation.spend_log import SpendEntry
 
 
 class CostSummary(BaseModel):
@@ -115,6 +117,9 @@ class RunSummary(BaseModel):
     # deterministic verifier (`VerifierOutput.calibrated_fallback`; zero and empty in other modes).
     calibrated_questions: int = 0
     calibrated_fallbacks: dict[str, int] = {}
+    # verifier_mode = "learned": likewise (`LearnedVerdict.fallback`).
+    learned_questions: int = 0
+    learned_fallbacks: dict[str, int] = {}
     degraded: int = 0
     degraded_stages: dict[str, int] = {}
     clean_accuracy: AccuracySummary | None = None
@@ -142,15 +147,25 @@ def _mean(values: Sequence[float]) -> float:
     return round(statistics.fmean(values), 3) if values else 0.0
 
 
-def _calibrated_counts(decisions: Sequence[Decision]) -> tuple[int, dict[str, int]]:
-    """Questions the calibrated verifier was asked to decide, and those it left to the deterministic verifier, by
-    the first reason recorded (a question counts once however many verifier rounds it had)."""
+def _fallback_reason(output: VerifierOutput, mode: Literal["calibrated", "learned"]) -> str | None:
+    """Why the verifier of ``mode`` left this output to the deterministic verifier (None: it did not)."""
+    if mode == "calibrated":
+        return output.calibrated_fallback
+    return output.learned.fallback if output.learned is not None else None
+
+
+def _fallback_counts(
+    decisions: Sequence[Decision], mode: Literal["calibrated", "learned"]
+) -> tuple[int, dict[str, int]]:
+    """Questions the scored verifier of ``mode`` (calibrated or learned) was asked to decide, and those it left to the
+    deterministic verifier, by the first reason recorded (a question counts once however many verifier rounds it
+    had)."""
     asked = 0
     fallbacks: Counter[str] = Counter()
     for decision in decisions:
         outputs = decision.verifier_outputs
-        reasons = [o.calibrated_fallback for o in outputs if o.calibrated_fallback is not None]
-        if reasons or any(o.mode == "calibrated" for o in outputs):
+        reasons = [reason for o in outputs if (reason := _fallback_reason(o, mode)) is not None]
+        if reasons or any(o.mode == mode for o in outputs):
             asked += 1
         if reasons:
             fallbacks[reasons[0]] += 1
@@ -206,12 +221,18 @@ def _cost_by_route(records: Sequence[EvalRecord]) -> list[RouteCost]:
     return costs
 
 
-def _spend(records: Sequence[EvalRecord], prices: Prices | None, set_aside: Sequence[EvalRecord]) -> SpendSummary:
+def _spend(
+    records: Sequence[EvalRecord],
+    prices: Prices | None,
+    set_aside: Sequence[EvalRecord],
+    paid: Sequence[SpendEntry] | None,
+) -> SpendSummary:
     return spend_summary(
         [record.decision for record in records],
         [record_usd(record, prices) for record in records],
         prices=prices,
         set_aside_usd=[record_usd(record, prices) for record in set_aside],
+        paid=None if paid is None else [(entry.usd, entry.row) for entry in paid],
     )
 
 
@@ -223,10 +244,12 @@ def summarize(
     leaks: Sequence[LeakageReport] | None = None,
     prices: Prices | None = None,
     set_aside: Sequence[EvalRecord] = (),
+    paid: Sequence[SpendEntry] | None = None,
 ) -> RunSummary:
     """The run's statistics. `leaks` are the records' leakage audits when the caller already ran them (one per
-    record, in order); otherwise they are audited here. `prices` give dollars per stage (the run's total comes from
-    the records); `set_aside` are the degraded records a resume redid (their spend is reported)."""
+    record, in order); otherwise they are audited here. `paid` is the run's spend log, the one source of its dollars,
+    credits and retries (without it they come from the records, and `prices` give dollars per stage); `set_aside` are
+    the degraded records a resume redid (their spend is reported)."""
     clean = [record for record in records if not record.degraded]
     degraded_ids = {record.question_id for record in records if record.degraded}
     graded = [record.score for record in records if record.score is not None]
@@ -238,7 +261,8 @@ def summarize(
     if leaks is None:
         leaks = [audit_leakage(d.bundle.question, d) for d in decisions]
     plans = [p for d in decisions if (p := d.bundle.candidate("dynamic").search_plan) is not None]
-    calibrated_questions, calibrated_fallbacks = _calibrated_counts(decisions)
+    calibrated_questions, calibrated_fallbacks = _fallback_counts(decisions, "calibrated")
+    learned_questions, learned_fallbacks = _fallback_counts(decisions, "learned")
     leak_kinds = Counter("local" if leak.passage_id.startswith("L") else "web" for r in leaks for leak in r.leaks)
     return RunSummary(
         program=manifest.program,
@@ -267,10 +291,12 @@ def summarize(
         mean_search_rounds=_mean([len(plan.rounds) for plan in plans]) if plans else None,
         calibrated_questions=calibrated_questions,
         calibrated_fallbacks=calibrated_fallbacks,
+        learned_questions=learned_questions,
+        learned_fallbacks=learned_fallbacks,
         degraded=len(records) - len(clean),
         degraded_stages=dict(Counter(stage for record in records for stage in record.degraded_stages)),
         clean_accuracy=accuracy_summary(clean_scores, seed=seed) if clean_scores else None,
-        spend=_spend(records, prices, set_aside),
+        spend=_spend(records, prices, set_aside, paid),
         answer_sources=_answer_sources(decisions),
     )
 
@@ -280,6 +306,8 @@ def write_run_summary(run_dir: Path, prices: Prices | None) -> RunSummary:
     does when a run ends (and `clearmed merge` for joined shards, the Python API for its runs). The HTML report is
     the caller's to write after this returns (clearmed.report sits above this layer; the lock is released by then).
     `prices` are the run's backbones' (`Prices.of(config)`, or `compare.snapshot_prices` of the folder)."""
+    from clearmed.evaluation.spend_log import paid_calls  # it imports the programs' usage sink
+
     records = sorted(read_records(run_dir), key=lambda record: record.index)
     with RunStore(run_dir) as store:
         manifest = store.read_manifest()
@@ -293,6 +321,7 @@ def write_run_summary(run_dir: Path, prices: Prices | None) -> RunSummary:
             leaks=audits,
             prices=prices,
             set_aside=read_set_aside_degraded(run_dir),
+            paid=paid_calls(run_dir),
         )
         store.write_json("summary.json", summary.model_dump_json(indent=2))
         store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))
@@ -410,6 +439,8 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
             parts.append(f"\n### Option-wise judge: {name} on {s.benchmark}\n\n{judge_table(s.judge)}\n")
         if s.calibrated_questions:
             parts.append(f"\n### Calibrated verifier: {name} on {s.benchmark}\n\n{calibrated_fallback_line(s)}\n")
+        if s.learned_questions:
+            parts.append(f"\n### Learned verifier: {name} on {s.benchmark}\n\n{learned_fallback_line(s)}\n")
         if s.search_plan_stops:
             stops = ", ".join(f"{reason} {count}" for reason, count in sorted(s.search_plan_stops.items()))
             parts.append(
@@ -456,11 +487,20 @@ def _spend_markdown(name: str, summary: RunSummary) -> str:
 
 def calibrated_fallback_line(summary: RunSummary) -> str:
     """How often calibrated mode was the deterministic verifier in disguise, and why."""
-    fell_back = sum(summary.calibrated_fallbacks.values())
-    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.calibrated_fallbacks.items()))
+    return _fallback_line("calibrated", summary.calibrated_questions, summary.calibrated_fallbacks)
+
+
+def learned_fallback_line(summary: RunSummary) -> str:
+    """How often learned mode left the question to the deterministic verifier, and why (out_of_domain: the fit
+    does not apply to this benchmark, format or backbone)."""
+    return _fallback_line("learned", summary.learned_questions, summary.learned_fallbacks)
+
+
+def _fallback_line(mode: str, asked: int, fallbacks: dict[str, int]) -> str:
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(fallbacks.items()))
     return (
-        f"calibrated verifier fell back to the deterministic (heuristic) verifier: {fell_back} of "
-        f"{summary.calibrated_questions} questions" + (f" ({reasons})" if reasons else "")
+        f"{mode} verifier fell back to the deterministic (heuristic) verifier: {sum(fallbacks.values())} of "
+        f"{asked} questions" + (f" ({reasons})" if reasons else "")
     )
 
 

@@ -1,6 +1,6 @@
 """The report's plots as data URIs, so every page stays one self-contained file that opens from disk.
 
-Accuracy, route mix and cost by route are the run folder's own plots (`report.write_plots`), rendered into a
+Accuracy, route mix and cost by route are the run folder's own plots (`evaluation.summary.write_plots`), rendered into a
 scratch folder and inlined; the deciding rules and the per-pathway accuracy against the oracle are drawn here.
 """
 

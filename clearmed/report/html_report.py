@@ -147,6 +147,8 @@ def _unique(names: Iterable[str]) -> list[str]:
 
 def load_run_views(folders: Sequence[Path]) -> list[RunView]:
     """Read each run folder and summarize it (with this version's code, so unfinished runs work too)."""
+    from clearmed.evaluation.spend_log import paid_calls  # it imports the programs' usage sink
+
     if not folders:
         raise RunStoreError("give at least one run folder")
     resolved = [folder.resolve() for folder in folders]
@@ -160,7 +162,7 @@ def load_run_views(folders: Sequence[Path]) -> list[RunView]:
         manifest = load_manifest(folder / MANIFEST)
         records = sorted(read_records(folder), key=lambda record: record.index)
         leaks = [audit_leakage(r.decision.bundle.question, r.decision) for r in records]
-        summary = summarize(records, manifest, seed=manifest.seed, leaks=leaks)
+        summary = summarize(records, manifest, seed=manifest.seed, leaks=leaks, paid=paid_calls(folder))
         views.append(
             RunView(
                 label=label,

@@ -122,6 +122,7 @@ def synthetic_program(seed: int = 0, thresholds: Thresholds | None = None) -> tu
             "supports_exact_option": True,
             "default_not_better_supported": True,
             "no_unresolved_conflict": True,
+            "recommend_override": ok,
         }
 
     def answer(index: int, cited: bool):

@@ -85,6 +85,7 @@ GUARD_ALL_TRUE = {
     "aligned_with_question": True,
     "supports_exact_option": True,
     "no_unresolved_conflict": True,
+    "recommend_override": True,
 }
 AUDIT_ALL_TRUE = {
     "rationale": "r",
@@ -93,6 +94,7 @@ AUDIT_ALL_TRUE = {
     "supports_exact_option": True,
     "default_not_better_supported": True,
     "no_unresolved_conflict": True,
+    "recommend_override": True,
 }
 
 

@@ -8,7 +8,8 @@ k-fold cross-validation, against the parametric pathway alone, with the weights 
 
 Two readings of the pooled choice are reported:
 - `free`: the pooled argmax over all options (not CLEAR: it can choose an option no pathway chose);
-- `clear`: CLEAR's rule, the pooled choice among the pathways' own answers (`programs._calibrated.pooled_route`).
+- `clear`: CLEAR's rule, the pooled choice among the pathways' own answers
+  (`programs.adjudication.calibrated.pooled_route`).
 
 Only questions that all three pathways scored count. Run it on train records: it is a diagnostic of a backbone's
 pathways, not a way to pick settings on test ids.

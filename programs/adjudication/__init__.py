@@ -1,7 +1,7 @@
 """The adjudication kernel: CLEAR's procedure over typed records, with no LM, DSPy, retrieval or backbone in reach.
 
 Read it in this order: `procedure.py` (`adjudicate`: verifier, bounded follow-up, then the guard or the audit),
-`proceedings.py` (the actions interface the LM's judgements come through, the mechanisms, the result, the state
+`actions.py` (the actions interface the LM's judgements come through, the mechanisms, the result, the state
 of one adjudication), `rules.py` (every decision rule as a pure function, quoting the paper), `contest.py` (the
 override guard and the challenge audit: one contest, two policies), `calibrated.py` (the verifier that reads the
 route off the pathways' pooled option probabilities) and `followups.py` (rounds beside the bundle).

@@ -9,7 +9,7 @@ replay supplies actions served from a stored Decision (`optimize.replay`), so bo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from clearmed.programs.adjudication.followups import followup_step, with_round
 from clearmed.programs.adjudication.rules import heuristic_verify
@@ -30,6 +30,9 @@ from clearmed.signatures.records import (
     VerifierOutput,
 )
 
+# Where the verifier's answer comes from: `[program] answer_source` (signatures.records.settings).
+AnswerPolicy = Literal["route", "verifier"]
+
 
 class AdjudicationActions(Protocol):
     """The judgement calls the rules need. Implementations record failures instead of raising."""
@@ -49,11 +52,14 @@ class AdjudicationActions(Protocol):
 
 @dataclass(frozen=True)
 class Mechanisms:
-    """Which mechanisms are switched on (the paper's ablations switch them off one at a time)."""
+    """Which mechanisms are switched on (the paper's ablations switch them off one at a time), and where the LM
+    verifier's answer comes from (`[program] answer_source`: the route's pathway, the paper's, or the verifier's own
+    letter, the CLEAR code's)."""
 
     guard: bool = True
     audit: bool = True
     followup: bool = True
+    answer_source: AnswerPolicy = "route"
 
 
 ALL_MECHANISMS = Mechanisms()

@@ -64,6 +64,9 @@ class Contested:
     default_route: Route
     challenger: Answer
     verifier: VerifierOutput
+    # What stands when the challenger loses, if not the default: the verifier's own letter (`answer_source =
+    # "verifier"`), as the CLEAR code's audit leaves a verdict whose letter is not the challenger's as it was.
+    kept: Answer | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ class ContestPolicy:
 
 
 def _settle(policy: ContestPolicy, p: Proceedings, contest: Contested, ruling: Ruling) -> Adjudicated:
-    answer, route = contest.default, contest.default_route
+    answer, route = contest.kept or contest.default, contest.default_route
     if ruling.revised:
         answer, route = contest.challenger, route_for("dynamic")
     judged = Contest(default=contest.default, challenger=contest.challenger, followup_rounds=len(p.bundle.followups))
@@ -171,7 +174,7 @@ def _guard_rule(assessment: Assessment) -> Ruling:
     assert isinstance(assessment, GuardAssessment)
     if guard_grants(assessment):
         return Ruling(
-            "guard_granted", "all five override conditions hold; override granted", True, {"guard": assessment}
+            "guard_granted", "all six override conditions hold; override granted", True, {"guard": assessment}
         )
     failed = [name for name, held in assessment.model_dump(exclude={"rationale"}).items() if not held]
     return Ruling(
@@ -196,7 +199,9 @@ GUARD = ContestPolicy(
 # ------------------------------------------------------------------------------------------- the challenge audit
 
 
-def audit_contest(p: Proceedings, verifier: VerifierOutput) -> Contested:
+def audit_contest(p: Proceedings, verifier: VerifierOutput, letter: Answer | None = None) -> Contested:
+    """The parametric-local consensus against the dynamic answer. `letter`: the verifier's own answer when it is the
+    one kept (`answer_source = "verifier"`); it stands if the challenge fails, unless it is the challenger's."""
     default = p.bundle.candidate("parametric").answer
     challenger = p.bundle.candidate("dynamic").answer
     # audit_applies requires both answers
@@ -204,8 +209,10 @@ def audit_contest(p: Proceedings, verifier: VerifierOutput) -> Contested:
     assert challenger is not None
     # The audit keeps the verifier's route when it committed to an answer (needs_more_search did not).
     route = verifier.route
-    kept: Route = route if route_spec(route).answer_from != "none" else route_for("agreement")
-    return Contested("dynamic answer challenges the parametric-local consensus", default, kept, challenger, verifier)
+    kept_route: Route = route if route_spec(route).answer_from != "none" else route_for("agreement")
+    kept = letter if letter is not None and letter != challenger else None
+    trigger = "dynamic answer challenges the parametric-local consensus"
+    return Contested(trigger, default, kept_route, challenger, verifier, kept)
 
 
 def _audit_before(p: Proceedings, contest: Contested) -> Ruling | None:

@@ -1,7 +1,7 @@
 """The adjudication procedure (CLEAR 2.3 and A.2): verifier, bounded follow-up, override guard, challenge audit.
 
 `adjudicate` is the whole control flow over typed records; the LM's judgements come through the actions
-(`proceedings.AdjudicationActions`). The bundle it is given is never changed: each follow-up round is added
+(`actions.AdjudicationActions`). The bundle it is given is never changed: each follow-up round is added
 beside it, and the result carries that bundle and the agreement it was given, which is what a Decision stores
 and replay starts from.
 """
@@ -25,6 +25,8 @@ from clearmed.programs.adjudication.rules import (
     is_unanimous,
     left_out,
     may_follow_up,
+    single_usable_answer,
+    verifier_letter,
 )
 from clearmed.signatures.records import (
     NEEDS_MORE_SEARCH,
@@ -53,16 +55,39 @@ def adjudicate(
         return _unanimous(p)
     if left_out(bundle) and every_run_pathway_agrees(bundle, agreement):
         return _run_pathways_agree(p)
+    if mechanisms.answer_source == "route" and single_usable_answer(bundle):
+        return _single_answer(p)
     output, rule = _verify_with_followups(p)
     answer = answer_for_route(output.route, p.bundle, p.agreement)
+    letter = verifier_letter(output, p.bundle) if mechanisms.answer_source == "verifier" else None
+    if letter is not None and letter != answer:
+        answer, rule = letter, "verifier_letter_kept"
     if answer is None:  # a route the candidates cannot back (possible in replayed records): stay conservative
         output, rule = p.fall_back("verifier route not backed by any candidate", "route_not_backed")
         answer = answer_for_route(output.route, p.bundle, p.agreement)
-    if mechanisms.guard and guard_applies(output.route, p.bundle, p.agreement):
+    if mechanisms.guard and guard_applies(output.route, p.bundle, p.agreement, letter):
         return run_contest(GUARD, p, guard_contest(p, output))
     if mechanisms.audit and audit_applies(output.route, p.agreement):
-        return run_contest(AUDIT, p, audit_contest(p, output))
+        return run_contest(AUDIT, p, audit_contest(p, output, letter))
     return p.conclude(answer, output.route, output.rationale, output.confidence, rule)
+
+
+def _single_answer(p: Proceedings) -> Adjudicated:
+    """One pathway gave a usable answer and the others refused, failed or were left out: every route the verifier
+    could take commits to that answer or to none (consensus has no pair, the guard and the audit no contest, and a
+    follow-up round never changes a candidate), so no verifier is asked (a recorded pathway's refusal cost the
+    embedded model about 20 s a question for a decision already made). Under `answer_source = "verifier"` the
+    verifier's own letter could differ, so it is still asked there."""
+    candidate = next(c for c in p.bundle.candidates if c.answer is not None)
+    route = route_for(candidate.pathway)
+    others = ", ".join(c.pathway for c in p.bundle.candidates if c.answer is None) or "none"
+    outcome = f"only {candidate.pathway} answered (no usable answer from: {others}); verifier skipped"
+    p.steps.append(
+        AdjudicationStep(
+            mechanism="agreement", rule="single_usable_answer", answer=candidate.answer, route=route, outcome=outcome
+        )
+    )
+    return p.conclude(candidate.answer, route, f"only {candidate.pathway} answered", "low", "single_usable_answer")
 
 
 def _unanimous(p: Proceedings) -> Adjudicated:

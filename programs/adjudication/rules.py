@@ -26,6 +26,7 @@ from clearmed.signatures.records import (
     SourceQuality,
     Thresholds,
     VerifierOutput,
+    VerifierVerdict,
     route_for,
     route_spec,
 )
@@ -100,6 +101,42 @@ def answer_for_route(route: Route, bundle: EvidenceBundle, agreement: Agreement)
     return bundle.candidate(source).answer
 
 
+def heuristic_verdict(route: Route, bundle: EvidenceBundle, agreement: Agreement) -> VerifierVerdict:
+    """What the deterministic verifier can say of its own route, by letters alone, as the CLEAR code's
+    `heuristic_verdict` says it: the web / the local answer supports it when it is the same answer; a conflict is
+    an answering pathway against a consensus, or the dynamic answer against a kept one. The other fields need a
+    reading of the evidence and stay unjudged."""
+    answer_from = route_spec(route).answer_from
+    held: frozenset[PathwayName] = frozenset({answer_from}) if answer_from in PATHWAYS else frozenset()
+    if answer_from == "agreement":
+        held = next((pair for pair, field in _PAIRS.items() if getattr(agreement, field)), frozenset())
+    source = next((name for name in PATHWAYS if name in held), None)
+    if source is None:
+        return VerifierVerdict(web_supported=False, local_supported=False, conflict_detected=False)
+    present = answered(bundle)
+    differs = [name for name in present if agree(agreement, name, source) is False]
+    conflict = bool(differs) if route == route_for("agreement") else "dynamic" in differs
+    return VerifierVerdict(
+        web_supported=agree(agreement, "dynamic", source) is True,
+        local_supported=agree(agreement, "local", source) is True,
+        conflict_detected=conflict,
+    )
+
+
+def single_usable_answer(bundle: EvidenceBundle) -> bool:
+    """Exactly one pathway gave a usable answer (the others refused, failed or were left out)."""
+    return len(answered(bundle)) == 1
+
+
+def verifier_letter(output: VerifierOutput, bundle: EvidenceBundle) -> Answer | None:
+    """The verifier's own answer where it is a valid one for the question (the CLEAR code's `final_pred`, kept by
+    `answer_source = "verifier"`): None for the deterministic verifier (its answer is its route's), an answer the
+    format gate would refuse, or none at all, and the route's answer is then taken."""
+    if output.mode != "lm" or not gate_accepts(output.answer, bundle.question):
+        return None
+    return output.answer
+
+
 def heuristic_verify(
     bundle: EvidenceBundle, agreement: Agreement, quality: SourceQuality, *, allow_more_search: bool = True
 ) -> tuple[VerifierOutput, RuleId]:
@@ -113,8 +150,9 @@ def heuristic_verify(
 
     def out(route: Route, confidence: Confidence, rule: RuleId, rationale: str) -> tuple[VerifierOutput, RuleId]:
         answer = answer_for_route(route, bundle, agreement)
+        verdict = heuristic_verdict(route, bundle, agreement)
         return VerifierOutput(
-            answer=answer, route=route, rationale=rationale, confidence=confidence, mode="heuristic"
+            answer=answer, route=route, rationale=rationale, confidence=confidence, mode="heuristic", verdict=verdict
         ), rule
 
     if agreement.parametric_local:
@@ -151,13 +189,19 @@ def heuristic_verify(
 # ------------------------------------------------------------------------------------------- override guard
 
 
-def guard_applies(route: Route, bundle: EvidenceBundle, agreement: Agreement) -> bool:
+def guard_applies(route: Route, bundle: EvidenceBundle, agreement: Agreement, letter: Answer | None = None) -> bool:
     """A.2: "The override guard is invoked when z0 = accept_dynamic and the dynamic candidate conflicts with
     a competing conclusion. In particular, when a_param = a_local != a_dynamic ...; when all three candidates
     differ ...": those two cases, as the CLEAR code guards them (`_apply_post_verifier_guards`: the
     direct-BM25 consensus and the three-way conflict). With the parametric or the local pathway failed there is
-    neither, and the verifier's accept_dynamic stands unguarded."""
+    neither, and the verifier's accept_dynamic stands unguarded.
+
+    `letter` is the verifier's own answer when it is the one kept (`answer_source = "verifier"`): the code guards
+    only a verdict whose letter is the online answer, and a letter that is not the dynamic answer overrides
+    nothing the guard protects."""
     if not (route_spec(route).guard and dynamic_is_isolated(bundle, agreement)):
+        return False
+    if letter is not None and letter != bundle.candidate("dynamic").answer:
         return False
     return agreement.parametric_local is not None  # both answered: their consensus, or all three differ
 
@@ -205,7 +249,10 @@ def guard_followup_has_evidence(round_: FollowUpRound, thresholds: Thresholds) -
 def guard_grants(assessment: GuardAssessment) -> bool:
     """A.2: granted only when the follow-up assessment supports the challenger, establishes that the default
     is not better supported, is aligned with the query, supports the exact option, and leaves no material
-    unresolved conflict: all five, no partial credit."""
+    unresolved conflict: all five, no partial credit. The CLEAR code (`allow_second_search_override`) also needs
+    its adjudicator's `recommend_override`, a sixth judgement the paper does not list; A.2's "granted only when"
+    names the conditions that must hold and forbids none beyond them, so clearmed asks it too: one more way to
+    refuse an override, never one more way to grant it."""
     return assessment.all_hold()
 
 
@@ -258,8 +305,8 @@ def audit_evidence_quality(bundle: EvidenceBundle, round_: FollowUpRound | None)
 def audit_accepts(assessment: AuditAssessment) -> bool:
     """A.2: the challenge is accepted only if "the follow-up evidence ... clearly support[s] the challenger";
     with the CLEAR code's conditions (`_allow_online_challenge_override`): aligned with the question, at the exact
-    option, the default not the best supported, no unresolved conflict. The paper's "clearly" admits none of
-    those failing, so the two agree."""
+    option, the default not the best supported, no unresolved conflict, and its adjudicator's
+    `recommend_override`. The paper's "clearly" admits none of those failing, so the two agree."""
     return assessment.accepts()
 
 

@@ -1,6 +1,6 @@
 """Source-quality assessment of dynamic evidence: all results labelled in one LM call (CLEAR A.2).
 
-Domain and content-type priors (from `retrieval.quality`, when configured) are shown to the LM as
+Domain and content-type priors (from `retrieval.priors`, when configured) are shown to the LM as
 features and stand in for labels the LM failed to give. With neither, a result counts as low quality:
 the conservative choice, since quality counts gate overrides.
 
@@ -8,6 +8,9 @@ Every label, however it was given, is then capped: at low for a page the evidenc
 (`retrieval.screening`: text addressed to the model, imitations of the prompt, look-alike domains), and, with
 priors, by what the page's domain can vouch for (`label_ceilings`): a blog, a forum or an unrecognised site
 never counts as high or medium quality, whatever it claims about itself.
+
+`source_quality = "clear-code"` labels by the CLEAR code's domain table alone (`retrieval.clear_code_quality`), with
+no LM call and no domain ceiling: only the screen's quarantine caps it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import dspy
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.prompting import format_search_results
 from clearmed.programs.lm.stage import QualityResult, run_stage
+from clearmed.retrieval.clear_code_quality import clear_code_assessment
 from clearmed.retrieval.priors import QualityPriors, label_ceiling, prior_assessment, prior_features
 from clearmed.retrieval.screening import cap_label, screen
 from clearmed.signatures.clear import AssessSourceQuality
@@ -74,6 +78,11 @@ class SourceQualityAssessor(dspy.Module):
         if not passages:
             return QualityResult(quality=SourceQuality())
         settings = current().settings
+        if settings.source_quality == "clear-code":
+            # No LM call: the CLEAR code's domain table alone; only the evidence screen's quarantine still caps a
+            # label (a page that talks to the model is no source, whatever its domain).
+            by_table = [capped(p, clear_code_assessment(p), None) for p in passages]
+            return QualityResult(quality=SourceQuality(assessments=by_table, origin="prior"))
         if settings.source_quality == "priors" and self.priors is not None:
             # No LM call: for a backbone whose labels measure worse than the domain/content priors (issue 16).
             by_prior = [capped(p, prior_assessment(p, self.priors), self.priors) for p in passages]

@@ -2,7 +2,7 @@
 
 One LM call per pathway: in `implicit` mode verdicts, decision and answer; in `explicit` mode a small
 question-specific knowledge graph first. The verdicts are checked and the decision and answer derived in
-Python (`_verdict_rules`, `_graph_rules`). A completion the typed parser rejects is salvaged line by line when it can
+Python (`verdicts.py`, `graph.py`). A completion the typed parser rejects is salvaged line by line when it can
 be; otherwise the pathway gets no answer and the error is recorded.
 """
 

@@ -204,7 +204,7 @@ def parse_answer(raw: str | None, question: Question) -> Answer | None:
 
 def answers_agree(first: Answer | None, second: Answer | None) -> bool | None:
     """MCQ answers agree when their letter sets are equal; free text when one's clinical concepts are (nearly)
-    all in the other's (`_text_agreement`: spelling, synonyms and paraphrase). None if one is absent."""
+    all in the other's (`adjudication/text_agreement.py`: spelling, synonyms and paraphrase). None if one is absent."""
     if first is None or second is None:
         return None
     if first.letters or second.letters:

@@ -198,7 +198,7 @@ def _cited(bundle: EvidenceBundle) -> set[str]:
 
 
 def drop_order(passages: list[Passage], cited: Set[str], followup: Set[str] = frozenset()) -> list[str]:
-    """The order a prompt that must shrink leaves the shown passages out in (`prompt_fit`): uncited first-search
+    """The order a prompt that must shrink leaves the shown passages out in (`fit_prompt`): uncited first-search
     passages, then cited ones, then follow-up pages, each lowest-ranked first. The renderers list passages in
     retrieval order, so the last blocks are often the cited ones (kept by `select_passages` from low ranks) or a
     follow-up round: what the verifier, guard and audit most need."""

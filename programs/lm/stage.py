@@ -49,6 +49,8 @@ from clearmed.signatures.records.settings import Stage
 from clearmed.signatures.records.usage import THINKING_KEPT
 
 _MAX_MESSAGE = 300
+# DSPy's adapter's words for a completion with no text (dspy/adapters/base.py).
+_EMPTY_REPLY = "The LM returned an empty or null response"
 Counter = Literal["server", "estimate"]
 # A prompt estimated under this share of its limit fits whatever the tokenizer: the server is not asked to count it.
 _SURE_SHARE = 0.6
@@ -94,6 +96,10 @@ def error_from_exception(stage: str, exc: BaseException) -> StepError:
     """Classify an exception raised by an LM step into a recorded, human-readable error."""
     if isinstance(exc, dspy.AdapterParseError):
         raw = exc.lm_response if isinstance(exc.lm_response, str) else None
+        if _EMPTY_REPLY in str(exc):
+            # No reply is a failed call, not an unparseable answer (`backbones.failures`): the question is degraded
+            # and redone on resume. `ClearmedLM` raises it before the adapter; an LM that does not reaches here.
+            return StepError(stage=stage, kind="lm_error", message=_short(str(exc)), raw_output=raw, transient=True)
         return StepError(stage=stage, kind="parse_error", message=_short(str(exc)), raw_output=raw)
     if isinstance(exc, dspy.LMError):
         # One policy for every LM call (`backbones.failures`): transient failures degrade the question (redone on
@@ -109,7 +115,7 @@ def error_from_exception(stage: str, exc: BaseException) -> StepError:
 
 def context_window(lm: dspy.BaseLM | None) -> int | None:
     """The LM's window in tokens when it says (`ClearmedLM.context_window`; read by duck typing, like
-    `run_context.supports_concurrency`), else None."""
+    `context.supports_concurrency`), else None."""
     value = getattr(lm, "context_window", None)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -124,7 +130,7 @@ def output_budget(lm: dspy.BaseLM | None, budget: int | None) -> int | None:
 
 
 def _prompt_text(predictor: dspy.Module, adapter: dspy.Adapter, inputs: Mapping[str, object]) -> str:
-    """The prompt's text as the adapter would send it (what `prompt_fit` estimates), or the inputs' text alone."""
+    """The prompt's text as the adapter would send it (what `fit_prompt` estimates), or the inputs' text alone."""
     try:
         first = predictor.predictors()[0]
         messages = adapter.format(first.signature, list(first.demos), dict(inputs))
@@ -220,7 +226,7 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
     """Call `predictor` for `stage` under the run context; record usage; never raise for LM failures (a
     `FatalServiceError` is no failure of this step: it stops the run; nor is a second Ctrl-C, `RetriesCut`).
 
-    Passages are left out first if the prompt would not fit the LM's context window (`prompt_fit`, with the server's
+    Passages are left out first if the prompt would not fit the LM's context window (`fit_prompt`, with the server's
     token count where it has one); a context-length error that names the window teaches it to the LM, and the stage is
     refitted and tried once more. The usage row says how many passages were left out, how they were counted, and keeps
     the start of the model's thinking (`backbones.reasoning`)."""

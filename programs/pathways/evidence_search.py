@@ -21,6 +21,7 @@ from clearmed.programs.lm.prompting import describe_answer, render_question
 from clearmed.programs.lm.stage import QualityResult, Shared, WebQueryResult, record_tool_call, run_stage
 from clearmed.programs.pathways.web_query import WebQueryWriter, clean_written_query, fit_query
 from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError, WebSearch
+from clearmed.retrieval.screening import label_quarantined
 from clearmed.signatures.clear import GenerateFollowUpQuery
 from clearmed.signatures.records import (
     ErrorKind,
@@ -35,9 +36,11 @@ from clearmed.signatures.records.settings import Stage
 
 
 def reid(passages: list[Passage], prefix: str) -> list[Passage]:
-    """Give passages short bundle-unique ids; keep the source id as the provenance doc id."""
+    """Give passages short bundle-unique ids; keep the source id as the provenance doc id. Every retrieved passage
+    enters the bundle here, so a corpus passage the evidence screen quarantines is also labelled so here, as a web
+    page is by its source-quality cap (`label_quarantined`)."""
     out = []
-    for index, passage in enumerate(passages, start=1):
+    for index, passage in enumerate(map(label_quarantined, passages), start=1):
         provenance = passage.provenance
         if provenance.doc_id is None and provenance.kind == "corpus":
             provenance = provenance.model_copy(update={"doc_id": passage.id})

@@ -74,7 +74,7 @@ def run_scored_stage(
     if scorer is None:
         return None
     signature = answer_first(predictor.signature)
-    # Fitted to the window as a generated answer is (`prompt_fit`): the scored answer reads one token, and a
+    # Fitted to the window as a generated answer is (`fit_prompt`): the scored answer reads one token, and a
     # several-answer question's option tail is within the fit's margin.
     fit = fit_prompt(predictor, dspy.ChatAdapter(), inputs, window=context_window(lm), output_budget=1)
     messages = dspy.ChatAdapter().format(signature, list(predictor.demos), dict(fit.inputs))

@@ -36,8 +36,12 @@ from clearmed.signatures.records.candidates import (
     Candidate,
     EvidenceBundle,
     FollowUpRound,
+    LearnedFallback,
+    LearnedVerdict,
     OptionScores,
+    SupportScope,
     VerifierOutput,
+    VerifierVerdict,
     page_key,
     top_options,
 )

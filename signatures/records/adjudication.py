@@ -15,36 +15,46 @@ from clearmed.signatures.records.usage import CallUsage, StepError
 
 
 class GuardAssessment(Record):
-    """The override guard's five conditions (CLEAR A.2), each judged on the follow-up evidence."""
+    """The override guard's conditions, each judged on the follow-up evidence: the paper's five (CLEAR A.2) and the
+    CLEAR code's sixth, `recommend_override` (`targeted_search.allow_second_search_override` grants only when its
+    adjudicator also recommends the override). A guard recorded before the sixth was asked has it None: it grants
+    nothing, and replay misses it (`needs_reassessment`)."""
 
     supports_challenger: bool
     default_not_better_supported: bool
     aligned_with_question: bool
     supports_exact_option: bool
     no_unresolved_conflict: bool
+    recommend_override: bool | None = None
     rationale: str = ""
 
     def all_hold(self) -> bool:
-        return (
+        return bool(
             self.supports_challenger
             and self.default_not_better_supported
             and self.aligned_with_question
             and self.supports_exact_option
             and self.no_unresolved_conflict
+            and self.recommend_override
         )
+
+    def needs_reassessment(self) -> bool:
+        """Recorded before the guard asked every condition it rules on."""
+        return self.recommend_override is None
 
 
 class AuditAssessment(Record):
     """The challenge audit's judgement: does the follow-up evidence clearly support the challenger? With the CLEAR
     code's conditions (`_allow_online_challenge_override`): aligned, exact option, the default not the best
-    supported, no unresolved conflict. An audit recorded before the last two were asked has them None: it is no
-    acceptance, and replay misses it (`needs_reassessment`)."""
+    supported, no unresolved conflict, and its adjudicator recommends the override. An audit recorded before the
+    last three were asked has them None: it is no acceptance, and replay misses it (`needs_reassessment`)."""
 
     clearly_supports_challenger: bool
     aligned_with_question: bool
     supports_exact_option: bool
     default_not_better_supported: bool | None = None
     no_unresolved_conflict: bool | None = None
+    recommend_override: bool | None = None
     rationale: str = ""
 
     def accepts(self) -> bool:
@@ -54,11 +64,16 @@ class AuditAssessment(Record):
             and self.supports_exact_option
             and self.default_not_better_supported
             and self.no_unresolved_conflict
+            and self.recommend_override
         )
 
     def needs_reassessment(self) -> bool:
         """Recorded before the audit asked every condition it rules on."""
-        return self.default_not_better_supported is None or self.no_unresolved_conflict is None
+        return (
+            self.default_not_better_supported is None
+            or self.no_unresolved_conflict is None
+            or (self.recommend_override is None)
+        )
 
 
 class Contest(Record):

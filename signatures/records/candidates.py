@@ -147,6 +147,50 @@ class Agreement(Record):
 # options: a backbone without log-probabilities, or scoring passes that failed).
 CalibratedFallback = Literal["several_answers", "free_text", "nothing_to_pool"]
 
+# Why the learned verifier left a question to the deterministic verifier: no fitted model loaded, not a single-answer
+# MCQ, fewer than two competing answers, a question outside the fit's benchmarks/formats/backbones, or a choice too
+# close to a coin flip (within the fit's margin).
+LearnedFallback = Literal["no_model", "not_single_choice", "fewer_than_two_answers", "out_of_domain", "within_margin"]
+
+
+class LearnedVerdict(Record):
+    """What the learned verifier made of a bundle (`verifier_mode = "learned"`): each competing answer's features and
+    probability of being the right one, its choice, or why it fell back (`fallback`, `note`)."""
+
+    choice: str | None = None
+    probabilities: dict[str, FiniteFloat] = Field(default_factory=dict)
+    features: dict[str, dict[str, FiniteFloat]] = Field(default_factory=dict)
+    fallback: LearnedFallback | None = None
+    note: str = ""
+
+
+# What the verifier's support is support for (the CLEAR code's `support_scope`): the exact option, only background
+# facts about the topic, a related but different task (treatment for a diagnosis question), or unclear.
+SupportScope = Literal["exact_option", "background_only", "related_task", "unclear"]
+
+
+class VerifierVerdict(Record):
+    """The structured verdict the CLEAR code's verifier returns beside its letter, route and confidence
+    (`methods/clear/verifier.py`: `online_supported` ... `support_scope`; web = the code's "online"). None: not
+    judged (the LM left the field out, or the deterministic verifier, which judges only the first three by letters
+    as the code's `heuristic_verdict` does).
+
+    The code's rules read none of these (its guard reads the letter and the decision; its override conditions are
+    the second search's, `GuardAssessment` / `AuditAssessment` here): they are recorded, shown, and replayed as
+    judged, so that a strong backbone's reasons for a route can be audited."""
+
+    web_supported: bool | None = None
+    local_supported: bool | None = None
+    conflict_detected: bool | None = None
+    option_level_support: bool | None = None
+    consensus_refuted: bool | None = None
+    question_aligned: bool | None = None
+    support_scope: SupportScope | None = None
+
+    def judged(self) -> dict[str, object]:
+        """The fields judged, in their order (for the trail's outcome and the HTML page)."""
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
 
 class VerifierOutput(Record):
     """o = V(B): preliminary answer, route, rationale and a confidence signal (not a probability)."""
@@ -155,10 +199,14 @@ class VerifierOutput(Record):
     route: Route
     rationale: str = ""
     confidence: Confidence = "low"
-    mode: Literal["lm", "heuristic", "calibrated"] = "lm"
+    mode: Literal["lm", "heuristic", "calibrated", "learned"] = "lm"
     raw_answer: str | None = None
     # calibrated mode: the pooled probability of each option (the route follows from it and the candidates)
     pooled: dict[str, FiniteFloat] | None = None
     error: StepError | None = None
     # calibrated mode, when the deterministic verifier decided instead (mode "heuristic"): why
     calibrated_fallback: CalibratedFallback | None = None
+    # learned mode: the learned verifier's features, probabilities and choice; with mode "heuristic", why it fell back
+    learned: LearnedVerdict | None = None
+    # the structured verdict (the LM verifier's judgement, or the deterministic verifier's letter comparisons)
+    verdict: VerifierVerdict | None = None

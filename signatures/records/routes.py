@@ -94,6 +94,7 @@ RuleId = Literal[
     "run_pathways_agree",
     "verifier",
     "calibrated",
+    "learned",
     "heuristic_parametric_local",
     "heuristic_local_dynamic",
     "heuristic_parametric_dynamic_high_quality",
@@ -103,6 +104,8 @@ RuleId = Literal[
     "heuristic_nothing_answered",
     "followup_bound_reached",
     "route_not_backed",
+    "single_usable_answer",
+    "verifier_letter_kept",
     # the override guard
     "guard_rejected_few_high_quality",
     "guard_rejected_conditions",

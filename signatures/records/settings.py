@@ -57,19 +57,26 @@ class ProgramSettings(Record):
     verifier_passages: int | None = Field(
         default=None, ge=0, description="passages per pathway shown to the verifier and assessors (cited first)"
     )
-    verifier_mode: Literal["lm", "heuristic", "calibrated"] = Field(
+    verifier_mode: Literal["lm", "heuristic", "calibrated", "learned"] = Field(
         default="lm",
         description="lm: the LM verifier; heuristic: the deterministic fallback order; calibrated: the route from "
-        "the pathways' pooled option probabilities (needs mcq_decoding = 'score'; weights in [thresholds])",
+        "the pathways' pooled option probabilities (needs mcq_decoding = 'score'; weights in [thresholds]); learned: a "
+        "model fitted on recorded runs picks between competing answers, no LM call (tune --params learned_fit)",
     )
     mcq_decoding: Literal["generate", "score"] = Field(
         default="generate",
         description="score: read each MCQ pathway's option probabilities from the next-token distribution of its "
         "own prompt in one forward pass (backbones with log-probabilities; others generate)",
     )
-    source_quality: Literal["lm", "priors"] = Field(
+    source_quality: Literal["lm", "priors", "clear-code"] = Field(
         default="lm",
-        description="who labels web results high/medium/low: the LM assessment, or the domain/content priors alone",
+        description="who labels web results high/medium/low: the LM assessment, the domain/content priors alone, or "
+        "the CLEAR code's domain table alone (retrieval/clear_code_quality.py)",
+    )
+    answer_source: Literal["route", "verifier"] = Field(
+        default="route",
+        description="the LM verifier's answer: route (the paper's: the answer of the pathway its route names) or "
+        "verifier (the CLEAR code's: its own letter, whatever its route)",
     )
     web_query: Literal["question", "lm", "salient"] = Field(
         default="question",
@@ -113,7 +120,16 @@ CLEAR_VARIANTS: dict[str, dict[str, object]] = {
     "clear-no-followup": {"enable_followup": False},
     "clear-no-guard": {"enable_guard": False},
     "clear-no-audit": {"enable_audit": False},
-    "clear-heuristic": {"verifier_mode": "heuristic"},
+    # The CLEAR code's heuristic mode: no LM call of any kind after the pathways (no guard, audit or follow-up).
+    "clear-heuristic": {
+        "verifier_mode": "heuristic",
+        "enable_guard": False,
+        "enable_audit": False,
+        "enable_followup": False,
+        "agreement_mode": "normaliser",
+    },
+    # The deterministic verifier with the LM guard, audit and follow-up (clear-heuristic before issue 46).
+    "clear-heuristic-contested": {"verifier_mode": "heuristic"},
     "clear-judge": {"local_answerer": "judge", "dynamic_answerer": "judge"},
     "clear-judge-explicit": {"local_answerer": "judge", "dynamic_answerer": "judge", "judge_mode": "explicit"},
     "clear-qpis": {"dynamic_search_mode": "qpis"},

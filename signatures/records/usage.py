@@ -56,8 +56,8 @@ class CallUsage(Record):
 
     `retries` are the attempts the client repeated (rate limits, server errors); `credits` what a metered search
     service billed (Tavily: 1 per basic search, 2 per advanced; 0 for a cache hit). `passages_dropped` passages were
-    left out so the prompt would fit `fit_tokens` (`programs.lm.prompt_fit`); `thinking` is the start of what a
-    reasoning model thought before answering (at most `THINKING_KEPT` characters of `thinking_chars`). `token_counter`
+    left out so the prompt would fit `fit_tokens` (`programs.lm.prompting.fit_prompt`); `thinking` is the start of
+    what a reasoning model thought before answering (at most `THINKING_KEPT` characters of `thinking_chars`). `token_counter`
     says how the prompt was measured for the fit: ``server`` (the server's own ``/tokenize``), ``estimate`` (3.2
     characters per token), None when no window was known; `refits` how often the stage refitted its prompt after a
     context-length error and tried again; `error` a failure the stage survived (a scoring pass that fell back to

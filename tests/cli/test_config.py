@@ -106,6 +106,31 @@ def test_errors_name_the_file_and_the_field(tmp_path: Path, extra: str, expected
     assert expected in message
 
 
+# Removed in issue 49: they decided nothing, as [program] local_k and dynamic_k set how many passages are read.
+REMOVED = [
+    ("corpus", 'preset = "openstax"', "k", "5", "[program] local_k"),
+    ("search", 'backend = "offline"', "max_results", "8", "[program] dynamic_k"),
+]
+
+
+@pytest.mark.parametrize(("table", "source", "key", "value", "replacement"), REMOVED)
+def test_a_removed_setting_is_refused_in_one_line_naming_what_replaced_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str, source: str, key: str, value: str, replacement: str
+) -> None:
+    from clearmed.cli.main import main
+
+    path = write(tmp_path, f"{MINIMAL}[{table}]\n{source}\n{key} = {value}\n")
+    assert main(["config", "-c", str(path)]) == 2
+    err = capsys.readouterr().err
+    removed = f"[{table}] {key} was removed: set {replacement}"
+    assert err == f"clearmed: error: {path}: {table}.{key}: unknown key ({removed})\n"
+    with pytest.raises(ConfigError) as caught:  # through --set as well, on a config that has the table
+        load_config("embedded", [f"{table}.{key}={value}"])
+    assert f"{table}.{key}: unknown key" in str(caught.value)
+    assert replacement in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
 def test_missing_main_backbone(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="backbones"):
         load_config(str(write(tmp_path, "[program]\nlocal_k = 3\n")))

@@ -17,8 +17,8 @@ from clearmed.evaluation.compare import ComparedRun, _correct, paired_comparison
 from clearmed.evaluation.store import RunStore
 from clearmed.evaluation.summary import summarize
 from clearmed.report.html_report import environment, load_run_views, write_html_report
-from clearmed.report.html_views import candidate_view, page_name, question_page
-from clearmed.signatures.records import Candidate
+from clearmed.report.html_views import QuestionPage, candidate_view, page_name, question_page
+from clearmed.signatures.records import Candidate, VerifierVerdict
 from clearmed.testing import label_all, scripted_lm, verifier_reply
 
 from .conftest import write_run_folder
@@ -45,6 +45,23 @@ class Page(HTMLParser):
         if values.get("id"):
             self.ids.add(values["id"] or "")
         self.handlers += [name for name, _ in attrs if name.startswith("on")]
+
+
+def render_question_page(page: QuestionPage, run_dir: Path) -> str:
+    """One question page as the report writes it, for a page view built in the test."""
+    return (
+        environment()
+        .get_template("question.html.j2")
+        .render(
+            version="test",
+            root="../../../",
+            script_src="'none'",
+            run=load_run_views([run_dir])[0],
+            page=page,
+            previous="",
+            next="",
+        )
+    )
 
 
 def pages(report: Path) -> list[Path]:
@@ -186,19 +203,7 @@ def test_option_probabilities_are_shown_when_a_candidate_records_them(report_run
     bundle = decision.bundle.model_copy(update={"candidates": [scored, *decision.bundle.candidates[1:]]})
     page = question_page(record.model_copy(update={"decision": decision.model_copy(update={"bundle": bundle})}), None)
     assert [o.probabilities for o in page.options][:2] == [{scored.pathway: 0.7}, {scored.pathway: 0.2}]
-    html = (
-        environment()
-        .get_template("question.html.j2")
-        .render(
-            version="test",
-            root="../../../",
-            script_src="'none'",
-            run=load_run_views([report_runs["paper"]])[0],
-            page=page,
-            previous="",
-            next="",
-        )
-    )
+    html = render_question_page(page, report_runs["paper"])
     assert f"P({scored.pathway})</th>" in html
     assert '<td class="num">0.70</td>' in html
     assert '<table class="distribution small">' in html
@@ -396,3 +401,22 @@ def test_a_question_page_shows_trimmed_evidence_and_the_thinking(tmp_path: Path)
     assert "verifier: thinking (9000 characters, the first 33 kept)" in html
     assert "&lt;b&gt;cold intolerance&lt;/b&gt; points to" in html  # the model's words, escaped
     assert "parametric: thinking" not in html
+
+
+def test_the_question_page_shows_the_structured_verdict(report_runs: dict[str, Path]) -> None:
+    # Issue 46: the verifier's structured verdict in the verifier table and the trail; a field not judged is not shown.
+    record = next(r for r in read_records(report_runs["paper"]) if r.decision.verifier_outputs)
+    verdict = VerifierVerdict(consensus_refuted=True, question_aligned=False, support_scope="related_task")
+    decision = record.decision
+    outputs = [o.model_copy(update={"verdict": verdict}) for o in decision.verifier_outputs]
+    steps = [s.model_copy(update={"verifier": outputs[0]}) if s.verifier else s for s in decision.steps]
+    changed = decision.model_copy(update={"verifier_outputs": outputs, "steps": steps})
+    html = render_question_page(
+        question_page(record.model_copy(update={"decision": changed}), None), report_runs["paper"]
+    )
+    assert "<th>verdict</th>" in html
+    shown = len(outputs) + sum(1 for s in steps if s.verifier)
+    assert html.count('<li class="yes">consensus refuted: true</li>') == shown
+    assert '<li class="no">question aligned: false</li>' in html
+    assert "<li>support scope: related task</li>" in html
+    assert "web supported" not in html

@@ -148,23 +148,43 @@ def test_an_online_run_gives_its_sources_with_urls_and_quality(tmp_path: Path) -
     results = _write(tmp_path / "online.jsonl", [row])
     recorded = read_recorded_pathway(results, "dynamic", _questions(1))
     result = recorded.result_for(recorded.replies["medqa:test:0"])
-    assert [p.id for p in result.passages] == ["W1", "W2"]
-    nih, blog = result.passages
+    # the run's own summary and key facts first, as the code's verifier reads them (`prompts.format_evidence`)
+    assert [p.id for p in result.passages] == ["WS", "WK", "W1", "W2"]
+    summary, facts, nih, blog = result.passages
+    assert summary.text == "Cortisol replacement first."
+    assert facts.text == "- Hydrocortisone is given in adrenal crisis."
+    assert (summary.quality, facts.quality) == (None, None)  # no source: no label, no count
     assert nih.provenance.kind == "web"
     assert nih.provenance.url == "https://www.nih.gov/adrenal"
     assert nih.provenance.domain is not None
     assert "nih.gov" in nih.provenance.domain
     assert nih.provenance.backend == "tavily"
     assert nih.text == "Give hydrocortisone."
-    # the CLEAR code's own label where it was recorded; clearmed's domain priors elsewhere; no LM either way
+    # the CLEAR code's own label where it was recorded; its domain table elsewhere (blogspot.com: 0.25, low)
     assert nih.quality == "high"
     assert nih.quality_reason is not None
     assert nih.quality_reason.startswith("the CLEAR code's source quality 0.9")
-    assert blog.quality in ("low", "medium")
-    assert blog.quality_reason is not None
-    assert blog.quality_reason.startswith("prior")
+    assert blog.quality == "low"
+    assert blog.quality_reason == "CLEAR code table 0.25: blog platform"
     assert result.quality.origin == "prior"
     assert result.quality.label_of("W1") == "high"
+    assert (result.quality.n_high, result.quality.n_medium, result.quality.n_low) == (1, 0, 1)
+
+
+def test_an_untiered_source_is_labelled_by_the_clear_code_table_not_clearmeds_priors(tmp_path: Path) -> None:
+    # medscape.com: the code's medium list (0.70); clearmed's priors rate it otherwise. fda.gov: the code's generic
+    # .gov rule (0.75, medium). nccn.org: the code's high list.
+    row = _row(0, "A", "A", "online_search")
+    row["evidence"] = {
+        "sources": [
+            {"title": "t", "url": "https://www.medscape.com/x", "claim": "c1"},
+            {"title": "t", "url": "https://www.fda.gov/x", "claim": "c2"},
+            {"title": "t", "url": "https://www.nccn.org/x", "claim": "c3"},
+        ]
+    }
+    results = _write(tmp_path / "online.jsonl", [row])
+    reply = read_recorded_pathway(results, "dynamic", _questions(1)).replies["medqa:test:0"]
+    assert [p.quality for p in reply.passages] == ["medium", "medium", "high"]
 
 
 def test_a_clear_runs_rows_give_each_pathway_its_candidate(tmp_path: Path) -> None:
@@ -193,8 +213,8 @@ def test_a_clear_runs_rows_give_each_pathway_its_candidate(tmp_path: Path) -> No
     assert letters == {"parametric": ("A",), "local": ("B",), "dynamic": ("C",)}
     assert read_recorded_pathway(results, "parametric", questions).model == "gpt-4o"
     dynamic = read_recorded_pathway(results, "dynamic", questions).replies["medqa:test:0"]
-    # the verifier's source-quality report labels the blog (by its URL); the NIH page, unreported, by priors
-    assert [p.quality for p in dynamic.passages][1] == "low"
+    # the verifier's source-quality report labels the blog (by its URL); the NIH page, unreported, by the table
+    assert [p.quality for p in dynamic.passages if p.quality][1] == "low"
     assert dynamic.quality.assessments[1].reason.startswith("the CLEAR code's source quality")
     assert read_recorded_pathway(results, "parametric", questions).replies["medqa:test:0"].passages == []
 
@@ -202,29 +222,56 @@ def test_a_clear_runs_rows_give_each_pathway_its_candidate(tmp_path: Path) -> No
 # ------------------------------------------------------------------------------------------------ ids, files
 
 
+def refusal(results: Path, questions: list[Question]) -> str:
+    """The one-line refusal of reading `results` for `questions`."""
+    with pytest.raises(RecordedPathwayError) as caught:
+        read_recorded_pathway(results, "parametric", questions)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
 def test_ids_the_file_lacks_are_counted_missing_and_none_at_all_is_one_line(tmp_path: Path) -> None:
     results = _write(tmp_path / "direct.jsonl", [_row(0, "A", "A"), _row(1, "B", "B")])
     recorded = read_recorded_pathway(results, "parametric", _questions(4))
     assert recorded.counts() == {"ok": 2, "unparseable": 0, "missing": 2}
     others = [Question(id=f"medqa:test:{i}", text="Q?", options=OPTIONS, gold_letters=["A"]) for i in (7, 8)]
-    with pytest.raises(RecordedPathwayError) as caught:
-        read_recorded_pathway(results, "parametric", others)
-    message = str(caught.value)
+    message = refusal(results, others)
     assert "no recorded answer for any of the 2 questions (first: medqa:test:7, looked up as id 7" in message
     assert "the file's first ids: 0, 1" in message
-    assert "\n" not in message
 
 
-def test_a_row_whose_gold_is_not_the_questions_is_another_question_and_counted_missing(tmp_path: Path) -> None:
-    # Same id, another question (another split or data file): its answer would name the wrong option.
+def test_a_row_whose_gold_is_not_the_questions_refuses_the_whole_file(tmp_path: Path) -> None:
+    # Same id, another question (another split or data file): never dropped row by row, the file is refused.
     wrong = _row(1, "B", "B") | {"gold": "D"}
     results = _write(tmp_path / "direct.jsonl", [_row(0, "A", "A"), wrong])
-    recorded = read_recorded_pathway(results, "parametric", _questions(2))
-    reply = recorded.replies["medqa:test:1"]
-    assert reply.status == "missing"
-    assert reply.letters == ()
-    assert "row 1 has gold D, this question B: its id names another question" in reply.note
-    assert recorded.counts()["missing"] == 1
+    message = refusal(results, _questions(2))
+    assert "row 1 is not question medqa:test:1 (its gold is D, the question's B)" in message
+
+
+def test_a_file_misaligned_by_one_row_is_refused_naming_the_first_mismatching_id(tmp_path: Path) -> None:
+    # Issue 46: each row holds the next question's reply and gold under this question's id. Filtering by gold kept
+    # the rows whose gold happened to agree (rows 0 and 2 here), answers to other questions scored against this one.
+    golds = "AABBC"
+    questions = [
+        Question(id=f"medqa:test:{i}", text=f"Question {i}?", options=OPTIONS, gold_letters=[gold])
+        for i, gold in enumerate(golds)
+    ]
+    shifted = [{**_row(0, golds[i + 1], golds[i + 1]), "id": str(i), "gold": golds[i + 1]} for i in range(4)]
+    message = refusal(_write(tmp_path / "direct.jsonl", shifted), questions)
+    assert "row 1 is not question medqa:test:1" in message
+    assert "none of it is read" in message
+
+
+def test_a_row_that_records_another_questions_text_refuses_the_file(tmp_path: Path) -> None:
+    row = _row(0, "A", "A") | {"question": "Which hormone is given first in adrenal crisis?"}
+    results = _write(tmp_path / "direct.jsonl", [row])
+    with pytest.raises(RecordedPathwayError, match=r"row 0 is not question medqa:test:0 \(its question begins"):
+        read_recorded_pathway(results, "parametric", _questions(1))
+    same = _row(0, "A", "A") | {"question": "Question 0?"}
+    assert (
+        read_recorded_pathway(_write(tmp_path / "same.jsonl", [same]), "parametric", _questions(1)).counts()["ok"] == 1
+    )
 
 
 def test_questions_the_clear_codes_ids_cannot_tell_apart_are_refused(tmp_path: Path) -> None:

@@ -219,6 +219,33 @@ def test_a_run_recorded_before_a_setting_existed_resumes_while_that_setting_is_a
         run_evaluation(spec(run_dir), changed, program(), show_progress=False)
 
 
+def test_a_run_recorded_with_a_removed_setting_resumes(tmp_path: Path) -> None:
+    # [corpus] k and [search] max_results decided nothing and were removed (issue 49); runs before wrote them.
+    tables = {"corpus": {"preset": "openstax"}, "search": {"backend": "offline"}}
+    main = {"kind": "openai_compatible", "model": "m", "api_base": "http://127.0.0.1:9/v1"}
+    config = parse_config({"backbones": {"main": main}, **tables}, source="test.toml")
+    run_dir = tmp_path / "run"
+    run_evaluation(spec(run_dir), config, program(), show_progress=False, stop_after=2)
+    snapshot = json.loads((run_dir / "config.json").read_text())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["config_digest"] = "0123456789abcdef"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+    def older(corpus: dict[str, object]) -> None:
+        written = {
+            **snapshot,
+            "corpus": {**snapshot["corpus"], **corpus},
+            "search": {**snapshot["search"], "max_results": 8},
+        }
+        (run_dir / "config.json").write_text(json.dumps(written))
+
+    older({"limit": 100})  # a corpus setting that does count: a different run
+    with pytest.raises(RunStoreError, match="different run"):
+        run_evaluation(spec(run_dir), config, program(), show_progress=False)
+    older({"k": 5})
+    assert len(run_evaluation(spec(run_dir), config, program(), show_progress=False)) == 6
+
+
 def test_a_program_that_raises_is_recorded_as_failed(tmp_path: Path) -> None:
     class Exploding:
         def __call__(self, question: Question):

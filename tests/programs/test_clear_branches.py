@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 import pytest
 
+from clearmed.optimize.replay import ReplayMiss, replay_decision
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.memory import InMemoryWebSearch, web_passage
 from clearmed.signatures.records import Decision, Question, Thresholds
@@ -73,16 +74,17 @@ def test_keep_local() -> None:
     assert (decision.route, decision.letters) == ("keep_local", ("B",))
 
 
-def test_guard_grants_override_when_all_five_conditions_hold() -> None:
-    program, engine, _ = build_toy_program(
-        {
-            **pathway_replies("B", "B", "A"),
-            "source_quality": label_all("high"),
-            "verifier": verifier_reply("accept_dynamic"),
-            "followup_query": {"query": "hypothyroidism weight gain"},
-            "guard": GUARD_ALL_TRUE,
-        }
-    )
+GUARD_GRANTED = {
+    **pathway_replies("B", "B", "A"),
+    "source_quality": label_all("high"),
+    "verifier": verifier_reply("accept_dynamic"),
+    "followup_query": {"query": "hypothyroidism weight gain"},
+    "guard": GUARD_ALL_TRUE,
+}
+
+
+def test_guard_grants_override_when_all_six_conditions_hold() -> None:
+    program, engine, _ = build_toy_program(GUARD_GRANTED)
     decision = decide(program)
     assert (decision.route, decision.letters) == ("accept_dynamic", ("A",))
     assert decision.deciding_rule == "guard_granted"
@@ -92,6 +94,19 @@ def test_guard_grants_override_when_all_five_conditions_hold() -> None:
     guard_step = next(s for s in decision.steps if s.mechanism == "guard")
     assert guard_step.guard is not None
     assert guard_step.guard.all_hold()
+
+
+def test_replay_misses_a_guard_recorded_before_recommend_override_was_asked() -> None:
+    # Issue 46: the code's sixth condition; a guard recorded without it grants nothing and is asked again.
+    decision = decide(build_toy_program(GUARD_GRANTED)[0])
+    replayed, _ = replay_decision(decision, decision.thresholds)
+    assert replayed.rule == "guard_granted"  # served as recorded
+    old = [
+        s.model_copy(update={"guard": s.guard.model_copy(update={"recommend_override": None})}) if s.guard else s
+        for s in decision.steps
+    ]
+    with pytest.raises(ReplayMiss, match=r"guard assessment .* with every condition"):
+        replay_decision(decision.model_copy(update={"steps": old}), decision.thresholds)
 
 
 def test_guard_rejects_without_follow_up_when_too_few_high_quality_sources() -> None:
@@ -196,6 +211,7 @@ def test_audit_accepts_a_clearly_supported_challenge() -> None:
                 "supports_exact_option": "True",
                 "default_not_better_supported": "true",
                 "no_unresolved_conflict": "yes",
+                "recommend_override": "yes",
             },
         }
     )

@@ -43,6 +43,7 @@ GRANT = GuardAssessment(
     aligned_with_question=True,
     supports_exact_option=True,
     no_unresolved_conflict=True,
+    recommend_override=True,
 )
 ACCEPT = AuditAssessment(
     clearly_supports_challenger=True,
@@ -50,6 +51,7 @@ ACCEPT = AuditAssessment(
     supports_exact_option=True,
     default_not_better_supported=True,
     no_unresolved_conflict=True,
+    recommend_override=True,
 )
 
 

@@ -133,7 +133,7 @@ def test_guard_follow_up_needs_enough_high_quality_sources(high: int, min_high: 
 
 
 @pytest.mark.parametrize("failing", list(GuardAssessment.model_fields.keys() - {"rationale"}))
-def test_guard_grants_only_when_all_five_conditions_hold(failing: str) -> None:
+def test_guard_grants_only_when_all_six_conditions_hold(failing: str) -> None:
     conditions = {name: True for name in GuardAssessment.model_fields if name != "rationale"}
     assert rules.guard_grants(GuardAssessment(**conditions))
     conditions[failing] = False
@@ -165,20 +165,28 @@ def test_audit_evidence_counts(high: int, medium: int, considered: bool) -> None
 
 
 @pytest.mark.parametrize(
-    ("clear", "aligned", "exact", "not_better", "resolved", "accepted"),
+    ("clear", "aligned", "exact", "not_better", "resolved", "recommend", "accepted"),
     [
-        (True, True, True, True, True, True),
-        (False, True, True, True, True, False),
-        (True, False, True, True, True, False),
-        (True, True, False, True, True, False),
-        # the CLEAR code's two further conditions (`_allow_online_challenge_override`)
-        (True, True, True, False, True, False),  # default_not_best
-        (True, True, True, True, False, False),  # unresolved_conflict
-        (True, True, True, None, None, False),  # recorded before they were asked: no acceptance
+        (True, True, True, True, True, True, True),
+        (False, True, True, True, True, True, False),
+        (True, False, True, True, True, True, False),
+        (True, True, False, True, True, True, False),
+        # the CLEAR code's further conditions (`_allow_online_challenge_override`)
+        (True, True, True, False, True, True, False),  # default_not_best
+        (True, True, True, True, False, True, False),  # unresolved_conflict
+        (True, True, True, True, True, False, False),  # recommend_override
+        (True, True, True, None, None, None, False),  # recorded before they were asked: no acceptance
+        (True, True, True, True, True, None, False),  # recorded before recommend_override was asked
     ],
 )
 def test_audit_accepts(
-    clear: bool, aligned: bool, exact: bool, not_better: bool | None, resolved: bool | None, accepted: bool
+    clear: bool,
+    aligned: bool,
+    exact: bool,
+    not_better: bool | None,
+    resolved: bool | None,
+    recommend: bool | None,
+    accepted: bool,
 ) -> None:
     assessment = AuditAssessment(
         clearly_supports_challenger=clear,
@@ -186,8 +194,29 @@ def test_audit_accepts(
         supports_exact_option=exact,
         default_not_better_supported=not_better,
         no_unresolved_conflict=resolved,
+        recommend_override=recommend,
     )
     assert rules.audit_accepts(assessment) is accepted
+    assert assessment.needs_reassessment() is (None in (not_better, resolved, recommend))
+
+
+# The CLEAR code's `allow_second_search_override` (targeted_search.py) grants an override only when, with the
+# conditions A.2 names, its adjudicator's `recommend_override` is true as well: the guard's sixth condition.
+@pytest.mark.parametrize(("recommend", "granted"), [(True, True), (False, False), (None, False)])
+def test_guard_needs_the_code_recommend_override(recommend: bool | None, granted: bool) -> None:
+    five = dict.fromkeys(
+        (
+            "supports_challenger",
+            "default_not_better_supported",
+            "aligned_with_question",
+            "supports_exact_option",
+            "no_unresolved_conflict",
+        ),
+        True,
+    )
+    assessment = GuardAssessment(**five, recommend_override=recommend)
+    assert rules.guard_grants(assessment) is granted
+    assert assessment.needs_reassessment() is (recommend is None)
 
 
 @pytest.mark.parametrize(

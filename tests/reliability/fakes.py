@@ -11,6 +11,8 @@ OpenAI-compatible (``FakeOpenAI``)::
         lm.inject("503", times=2)                      # the next 2 chat requests get OpenAI's 503 body
         lm.inject("context_vllm", stage="dynamic_answer")   # only requests of that stage (clearmed.testing names)
         lm.inject("401", times=None)                   # every request until lm.clear()
+        lm.inject("trickle", times=None, every=50)     # one request in 50, until lm.clear()
+        lm.inject("null_content", times=2, match="(case 7)")  # requests whose user message holds this text
         lm.served["503"]                               # how many requests each fault (and "ok") answered
         lm.chat_requests                               # chat requests seen; lm.requests: the last 200 of them
         lm.delays["dynamic_answer"] = 1.0              # that stage's replies wait a second (bounded, as hangs)
@@ -28,6 +30,7 @@ Tavily (``FakeTavilyServer``)::
         web.url, web.key                               # TavilyOptions(api_base_url=web.url); the key to set
         web.inject("malformed", times=1)               # a 200 whose body is HTML, not JSON
         web.inject("429")                              # Tavily's 429 body with Retry-After: 0
+        web.inject("trickle")                          # a 200 sent a byte every `trickle_s` seconds (up to `hang_s`)
         web.state                                      # tests/retrieval's FakeTavily: requests, credits, valid_key
 
     Tavily's documented limits hold throughout: 400 for a query over 400 characters, 401 for another key, 432/433
@@ -129,6 +132,8 @@ FAULTS: dict[str, Reply | None] = {
     "truncated_json": None,  # a 200 whose JSON body stops halfway
     "html": (200, {"Content-Type": "text/html"}, b"<html><body><h1>502 Bad Gateway</h1></body></html>"),
     "empty_200": (200, {"Content-Type": "application/json"}, b""),
+    "empty_choices": None,  # a well-formed completion whose `choices` list is empty
+    "null_content": None,  # a well-formed completion whose message content is null
     "echo_key_400": None,  # a 400 quoting the bearer token it was sent (a proxy's "invalid header" message)
     "echo_key_500": None,  # the same as a 500 (retried, then recorded)
     "timeout": None,  # holds the request `hang_s` seconds (bounded), then drops the connection unanswered
@@ -143,6 +148,9 @@ class _Injection:
     kind: str
     times: int | None  # None: until cleared
     stage: str | None
+    every: int = 1  # answers one matching request in `every`
+    match: str | None = None  # only requests whose user message holds this text
+    seen: int = 0
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -291,12 +299,15 @@ class FakeOpenAI:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def inject(self, kind: str, *, times: int | None = 1, stage: str | None = None) -> None:
-        """Answer the next `times` chat requests (of `stage`, when given) with fault `kind`; None: until `clear()`."""
+    def inject(
+        self, kind: str, *, times: int | None = 1, stage: str | None = None, every: int = 1, match: str | None = None
+    ) -> None:
+        """Answer the next `times` chat requests (of `stage`, and holding `match` in their user message, when given;
+        one in `every` of them) with fault `kind`; None: until `clear()`. The first injection a request meets wins."""
         if kind not in FAULTS:
             raise ValueError(f"unknown fault {kind!r}; one of {', '.join(FAULTS)}")
         with self._lock:
-            self._injections.append(_Injection(kind, times, stage))
+            self._injections.append(_Injection(kind, times, stage, every, match))
 
     def clear(self) -> None:
         """No more faults: every later request is answered with the gold."""
@@ -326,10 +337,15 @@ class FakeOpenAI:
             return found
         return next((letters for text, letters in self.gold.items() if text in user), "A")
 
-    def _take(self, stage: str) -> str | None:
+    def _take(self, stage: str, user: str) -> str | None:
         with self._lock:
             for injection in self._injections:
                 if injection.stage is not None and injection.stage != stage:
+                    continue
+                if injection.match is not None and injection.match not in user:
+                    continue
+                injection.seen += 1
+                if injection.seen % injection.every:
                     continue
                 if injection.times is not None:
                     injection.times -= 1
@@ -358,7 +374,7 @@ class FakeOpenAI:
             return handler._send(*FAULTS["401"])
         if not body.get("model") or not isinstance(body.get("messages"), list):
             return handler._send(*_openai_error(400, "you must provide a model and messages", "invalid_request_error"))
-        kind = self._take(stage)
+        kind = self._take(stage, "\n".join(_content(m) for m in body["messages"] if m.get("role") == "user"))
         with self._lock:
             self.served[kind or "ok"] += 1
         if kind is not None:
@@ -395,6 +411,13 @@ class FakeOpenAI:
             message["content"] = message["content"].replace("[[ ## completed ## ]]", "\udcff\n\n[[ ## completed ## ]]")
             message["content"] = message["content"].replace("## rationale ## ]]\n", "## rationale ## ]]\n\udcff ")
             return handler._send(*_json(200, completion))
+        if kind in ("empty_choices", "null_content"):
+            completion = self._completion(body, stage_of(body))
+            if kind == "empty_choices":
+                completion["choices"] = []
+            else:
+                completion["choices"][0]["message"]["content"] = None
+            return handler._send(*_json(200, completion))
         if kind == "truncated_json":
             whole = json.dumps(self._completion(body, stage_of(body))).encode()
             return handler._send(200, {"Content-Type": "application/json"}, whole[: len(whole) // 2])
@@ -408,38 +431,64 @@ class FakeOpenAI:
                 handler.connection.shutdown(socket.SHUT_RDWR)
             return None
         if kind == "trickle":
-            whole = json.dumps(self._completion(body, stage_of(body))).encode()
-            try:
-                handler.send_response(200)
-                handler.send_header("Content-Type", "application/json")
-                handler.send_header("Content-Length", str(len(whole)))
-                handler.end_headers()
-                for index in range(len(whole)):
-                    if self._closing.wait(self.trickle_s):
-                        break
-                    handler.wfile.write(whole[index : index + 1])
-                    handler.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+            trickle(handler, self._completion(body, stage_of(body)), self.trickle_s, self._closing)
             handler.close_connection = True
             return None
         raise AssertionError(f"fault {kind} has no reply")
 
 
+def trickle(
+    handler: Any, payload: object, every_s: float, closing: threading.Event, *, for_s: float | None = None
+) -> None:
+    """A 200 whose JSON body goes out one byte every ``every_s`` seconds (a read timeout never fires), until it is all
+    sent, the server closes, ``for_s`` seconds have passed, or the client hangs up (what a deadline does)."""
+    whole = json.dumps(payload).encode()
+    ends = None if for_s is None else time.monotonic() + for_s
+    try:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(whole)))
+        handler.end_headers()
+        for index in range(len(whole)):
+            if closing.wait(every_s) or (ends is not None and time.monotonic() >= ends):
+                break
+            handler.wfile.write(whole[index : index + 1])
+            handler.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
 # --------------------------------------------------------------------------------------------- Tavily
 
 # Faults on top of the modes tests/retrieval's handler knows ("malformed", "429", "500", "502", "503", "403", "400",
-# "echo_key", "slow", ...); "reset" closes the connection unanswered, "timeout" holds it `hang_s` seconds.
-TAVILY_FAULTS = ("malformed", "429", "500", "502", "503", "403", "400", "echo_key", "reset", "timeout", "not_json_list")
+# "echo_key", "slow", ...); "reset" closes the connection unanswered, "timeout" holds it `hang_s` seconds, "trickle"
+# sends a 200 a byte every `trickle_s` seconds (a read timeout never fires) and hangs up after `hang_s`.
+TAVILY_FAULTS = (
+    "malformed",
+    "429",
+    "500",
+    "502",
+    "503",
+    "403",
+    "400",
+    "echo_key",
+    "reset",
+    "timeout",
+    "trickle",
+    "not_json_list",
+)
+_OWN_TAVILY_FAULTS = ("reset", "timeout", "trickle")
+_TRICKLED_RESULTS = {"query": "q", "results": [{"url": "https://www.nih.gov/x", "content": "text"}]}
 
 
 class FakeTavilyServer:
     """tests/retrieval's documented Tavily fake on 127.0.0.1, with ``inject(kind, times=N)`` (see the module doc)."""
 
-    def __init__(self, *, hang_s: float = 3.0) -> None:
+    def __init__(self, *, hang_s: float = 3.0, trickle_s: float = 0.2) -> None:
         self.state = FakeTavily()
         self.key = TAVILY_KEY
         self.hang_s = hang_s
+        self.trickle_s = trickle_s
         self._own: list[str] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -452,11 +501,13 @@ class FakeTavilyServer:
 
             def do_POST(self) -> None:
                 with owner._lock:
-                    kind = owner._own.pop(0) if owner._own and owner._own[0] in ("reset", "timeout") else None
+                    kind = owner._own.pop(0) if owner._own and owner._own[0] in _OWN_TAVILY_FAULTS else None
                 if kind is None:
                     return super().do_POST()
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self.close_connection = True
+                if kind == "trickle":
+                    return trickle(self, _TRICKLED_RESULTS, owner.trickle_s, owner._closing, for_s=owner.hang_s)
                 if kind == "timeout":
                     owner._closing.wait(owner.hang_s)
                     return None
@@ -477,7 +528,7 @@ class FakeTavilyServer:
         if kind not in TAVILY_FAULTS:
             raise ValueError(f"unknown Tavily fault {kind!r}; one of {', '.join(TAVILY_FAULTS)}")
         with self._lock:
-            if kind in ("reset", "timeout"):
+            if kind in _OWN_TAVILY_FAULTS:
                 self._own.extend([kind] * times)
             elif kind == "429":
                 self.state.retry_after = "0"

@@ -85,7 +85,7 @@ def write_config(
         sections["backbones.judge"] = backbone(judge)
     if web is not None:
         sections["search"] = (
-            'backend = "tavily"\nmax_results = 3\n'
+            'backend = "tavily"\n'
             f'cache_path = "{tmp / "search.sqlite"}"\n'
             f'tavily = {{ api_base_url = "{web.url}", search_depth = "basic" }}'
         )
@@ -507,22 +507,63 @@ def test_a_benchmark_row_with_a_lone_surrogate_is_refused_naming_the_row(
         assert all(r.score is not None and r.score.correct and not r.degraded for r in records)
 
 
-def test_a_record_that_cannot_be_written_marks_its_question_failed_and_the_run_goes_on(
+def test_half_a_character_in_a_reply_is_mended_in_the_record_never_a_failed_question(
     reliability, tmp_path: Path, lm: FakeOpenAI
 ) -> None:
-    with reliability.case("bad input", "a reply with a lone surrogate: that question failed, the run goes on") as case:
+    with reliability.case(
+        "bad input", "a reply with a lone surrogate: U+FFFD in the record, noted, still right"
+    ) as case:
         questions = mcq(4)
         lm.gold = gold_of(questions)
         lm.inject("lone_surrogate", times=1, stage="parametric")
         config = write_config(tmp_path, lm, program='parallel_pathways = "off"')  # the first question meets it
         records = evaluate(config, questions, tmp_path / "run")
         assert [r.question_id for r in records] == ["q0", "q1", "q2", "q3"]
-        assert records[0].decision.status == "failed"
-        assert "cannot be written as UTF-8" in (records[0].decision.error or "")
-        counts = outcome(records[1:], questions[1:])
+        first = records[0]
+        assert first.decision.status != "failed"
+        assert "\ufffd" in first.decision.bundle.candidate("parametric").rationale  # the half character, mended
+        notes = [step.outcome for step in first.decision.steps if step.trigger == "record"]
+        assert len(notes) == 1
+        assert "U+FFFD" in notes[0]
+        assert "half character" in notes[0]
+        counts = outcome(records, questions)
         case.flipped = counts["flipped"]
-        assert counts["correct"] == 3
-        assert evaluate(config, questions, tmp_path / "run") == records  # a resume does not die on it either
+        assert counts["correct"] == 4  # the answer the reply gave still counts
+        assert evaluate(config, questions, tmp_path / "run") == records  # a resume keeps it and redoes nothing
+
+
+def test_a_surrogate_pair_becomes_its_character_and_half_of_one_becomes_u_fffd(reliability) -> None:
+    with reliability.case("bad input", "surrogates in a reply: a pair joined, each half replaced, counted"):
+        from clearmed.core.sanitize import mend_surrogates, mend_surrogates_in
+
+        assert mend_surrogates("ok \ud83d\ude00") == ("ok \U0001f600", 0)  # a whole emoji in two halves: joined
+        assert mend_surrogates("cut \ud83d.") == ("cut \ufffd.", 1)  # the high half alone
+        assert mend_surrogates("\ude00\ud83d") == ("\ufffd\ufffd", 2)  # low before high is no pair
+        assert mend_surrogates_in({"a": ["x\udcff", 3, {"b": "\ud800"}]}) == ({"a": ["x\ufffd", 3, {"b": "\ufffd"}]}, 2)
+
+
+def test_a_record_unwritable_for_another_reason_is_recorded_failed_and_the_run_goes_on(
+    reliability, tmp_path: Path, lm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with reliability.case("bad input", "a record that will not load back (not a surrogate): that question failed"):
+        from clearmed.evaluation import runner
+        from clearmed.evaluation.store import UnwritableRecordError
+
+        questions = mcq(2)
+        lm.gold = gold_of(questions)
+        config = write_config(tmp_path, lm)
+        real = runner.RunStore.append
+
+        def refuse_q0(store: object, record: EvalRecord) -> None:
+            if record.question_id == "q0" and record.decision.status != "failed":
+                raise UnwritableRecordError("q0: its record would not load back (a NaN)")
+            real(store, record)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(runner.RunStore, "append", refuse_q0)
+        records = evaluate(config, questions, tmp_path / "run")
+        assert records[0].decision.status == "failed"
+        assert "a NaN" in (records[0].decision.error or "")
+        assert outcome(records[1:], questions[1:])["correct"] == 1
 
 
 def test_ask_with_bytes_that_are_not_utf8_is_one_line(reliability, tmp_path: Path, lm: FakeOpenAI) -> None:
@@ -593,18 +634,28 @@ def test_a_key_of_no_known_shape_echoed_by_the_server_never_reaches_the_run_fold
         assert leaks == []
 
 
-def test_a_password_in_api_base_never_reaches_the_run_folder(reliability, tmp_path: Path, lm: FakeOpenAI) -> None:
-    with reliability.case("secrets", "credentials inside api_base, quoted by a connection error") as case:
+def test_a_password_in_api_base_is_refused_at_config_load_without_showing_it(
+    reliability, tmp_path: Path, lm: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with reliability.case("secrets", "credentials inside api_base: refused in one line at load, never shown") as case:
+        from clearmed.cli.main import main
+
         questions = mcq(1)
         lm.gold = gold_of(questions)
         config = write_config(tmp_path, lm)
         text = config.read_text().replace(lm.api_base, lm.api_base.replace("http://", f"http://alice:{PASSWORD}@"), 1)
         config.write_text(text)
-        records = evaluate(config, questions, tmp_path / "run")
-        assert records[0].degraded or records[0].decision.status == "failed"  # the client cannot connect that way
-        leaks = _leaks(tmp_path / "run", PASSWORD)
-        case.leaked = len(leaks)
-        assert leaks == []
+        source = _medqa_file(tmp_path, questions)
+        argv = ["eval", "--config", str(config), "--program", "clear-heuristic", "--benchmark", "medqa"]
+        assert main([*argv, "--source", str(source), "--run-dir", str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1
+        assert "backbones.main.api_base: holds a user name or password" in err
+        assert "api_key_env" in err  # what to do instead
+        case.leaked = int(PASSWORD in err)
+        assert PASSWORD not in err
+        assert lm.served["ok"] == 0  # refused before any call, not a run of questions that can never connect
+        assert not (tmp_path / "run").exists()
 
 
 # --------------------------------------------------------------------------------------------- 9. config and caches
@@ -615,7 +666,7 @@ def test_a_password_in_api_base_never_reaches_the_run_folder(reliability, tmp_pa
     [
         ("run", 'num_threads = "2"', "run.num_threads"),
         ("program", 'local_k = "4"', "program.local_k"),
-        ("search", 'max_results = "3"', "search.max_results"),
+        ("search", 'max_query_chars = "300"', "search.max_query_chars"),
         ("thresholds", 'guard_min_high = "2"', "thresholds.guard_min_high"),
         ("program", 'enable_guard = "yes"', "program.enable_guard"),
     ],

@@ -23,7 +23,6 @@ TOML = """
 backend = "bm25s"
 path = "{path}"
 index_dir = "{index}"
-k = 4
 fields = {{ id = "id", title = "title", text = "text" }}
 chunking = {{ words = 120, overlap = 20 }}
 tokenizer = {{ stopwords = true, stem = "none" }}
@@ -31,7 +30,6 @@ tokenizer = {{ stopwords = true, stem = "none" }}
 [search]
 backend = "offline"
 pages = "{pages}"
-max_results = 3
 cache_path = "{cache}"
 cache_mode = "record"
 """
@@ -45,7 +43,7 @@ def test_toml_tables_build_backends(tmp_path: Path, toy_jsonl: Path, pages_jsonl
     retriever = build_retriever(corpus)
     assert isinstance(retriever, BM25sRetriever)
     assert retriever.name == "toy"
-    assert retriever.retrieve("levothyroxine", corpus.k)[0].id == "d2"
+    assert retriever.retrieve("levothyroxine", 4)[0].id == "d2"
     assert (tmp_path / "idx" / "manifest.json").is_file()
     # Second build loads the saved index, even with the source gone.
     toy_jsonl.unlink()
@@ -53,7 +51,7 @@ def test_toml_tables_build_backends(tmp_path: Path, toy_jsonl: Path, pages_jsonl
     web = build_web_search(search)
     assert isinstance(web, CachedWebSearch)
     assert isinstance(web.inner, OfflineWebSearch)
-    assert len(web.search("measles", search.max_results)) == 3
+    assert len(web.search("measles", 3)) == 3
 
 
 def test_other_corpus_backends(toy_jsonl: Path) -> None:
@@ -90,7 +88,6 @@ def test_corpus_config_validation(tmp_path: Path) -> None:
 
 def test_search_config_defaults_and_validation(tmp_path: Path) -> None:
     assert SearchConfig().preset == "medquad"
-    assert SearchConfig().max_results == 8
     with pytest.raises(ValueError, match=r"either search\.preset or search\.pages"):
         SearchConfig(preset="medquad", pages=tmp_path / "p.jsonl")
     with pytest.raises(ValueError, match="needs a cache_path"):

@@ -284,7 +284,7 @@ def test_chunk_lines_are_counted_as_medrag_counts_them(tmp_path: Path) -> None:
 
 
 def test_lucene_config_in_medrags_words(tmp_path: Path) -> None:
-    cfg = CorpusConfig(backend="lucene", db_dir=tmp_path, corpora=["medcorp"], k=16)
+    cfg = CorpusConfig(backend="lucene", db_dir=tmp_path, corpora=["medcorp"])
     assert cfg.lucene_corpora() == list(MEDCORP)
     assert cfg.merge == "score"
     converted = CorpusConfig(backend="lucene", db_dir=tmp_path, preset="openstax")
