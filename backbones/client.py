@@ -43,7 +43,7 @@ from dspy.utils.exceptions import (
     LMUnsupportedModelError,
 )
 
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import BackboneConfig, RemoteBackbone
 from clearmed.backbones.context_window import Window, resolve_window
 from clearmed.backbones.failures import EmptyReplyError, as_overflow, classify
 from clearmed.backbones.reasoning import record_thinking, split_thinking
@@ -83,8 +83,8 @@ class ClearmedLM(dspy.LM):
         self.service = service or f"LM {model}"
         self.min_output_tokens = min_output_tokens
         self.backbone = backbone
-        remote = backbone is not None and backbone.kind != "embedded"
-        self.deadline_s: float | None = backbone.timeout if remote and backbone is not None else None
+        remote = isinstance(backbone, RemoteBackbone)
+        self.deadline_s: float | None = backbone.timeout if isinstance(backbone, RemoteBackbone) else None
         self._bounded = remote
         if remote:
             guard_native_sockets()

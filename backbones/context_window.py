@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 import requests
 
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import BackboneConfig, EmbeddedBackbone, RemoteBackbone
 from clearmed.core.retries import backoff_delay, note_retry, pause, retry_hint_s
 
 __all__ = [
@@ -138,10 +138,12 @@ def resolve_window(
 ) -> Window:
     """The backbone's window and its source (see the module docstring for the order); ``lm`` (the `dspy.LM` built for
     it) is needed only to ask an ``openai_compatible`` server, whose address and key it carries (or pass ``api_key``)."""
+    if isinstance(backbone, EmbeddedBackbone):
+        return Window(backbone.n_ctx, "engine", "n_ctx")
+    if not isinstance(backbone, RemoteBackbone):
+        return Window(None, "unknown", f"no window for a {type(backbone).__name__}")
     if backbone.context_window is not None:
         return Window(backbone.context_window, "config", "context_window")
-    if backbone.kind == "embedded":
-        return Window(backbone.n_ctx, "engine", "n_ctx")
     if backbone.kind == "openai_compatible":
         kwargs = getattr(lm, "kwargs", None) or {}
         api_base = kwargs.get("api_base") or backbone.api_base

@@ -20,7 +20,7 @@ from typing import Any, Final
 from dspy import lm15
 from dspy.lm15 import Message, Request, Response, TextPart, Usage
 
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import EmbeddedBackbone
 from clearmed.backbones.llama_runtime import (
     ChatMessage,
     LlamaLike,
@@ -78,8 +78,8 @@ class LlamaCppEngine:
         self._stats_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: BackboneConfig, model_path: str, *, loader: LlamaLoader = load_llama) -> LlamaCppEngine:
-        """Engine for an embedded `BackboneConfig` whose GGUF has been resolved to ``model_path``."""
+    def from_config(cls, cfg: EmbeddedBackbone, model_path: str, *, loader: LlamaLoader = load_llama) -> LlamaCppEngine:
+        """Engine for an `EmbeddedBackbone` whose GGUF has been resolved to ``model_path``."""
         args = LlamaLoadArgs(
             model_path=model_path,
             n_ctx=cfg.n_ctx,

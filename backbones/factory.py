@@ -13,7 +13,7 @@ from typing import Any
 import dspy
 
 from clearmed.backbones.client import ClearmedLM
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import AnyBackbone, EmbeddedBackbone, RemoteBackbone
 from clearmed.backbones.embedded import AsyncLlamaCppEngine, LlamaCppEngine
 from clearmed.backbones.errors import ConfigError, join_location
 from clearmed.backbones.failures import install_error_shapes
@@ -34,7 +34,7 @@ _PLACEHOLDER_KEY = "none"
 
 
 def build_lm(
-    cfg: BackboneConfig,
+    cfg: AnyBackbone,
     *,
     role: str = "main",
     source: str = "",
@@ -58,7 +58,8 @@ def build_lm(
         "max_tokens": cfg.output_budget,
         "cache": cfg.cache,
         "num_retries": cfg.num_retries,
-        "service": f"{role} backbone {cfg.dspy_model}" + (f" at {cfg.api_base}" if cfg.api_base else ""),
+        "service": f"{role} backbone {cfg.dspy_model}"
+        + (f" at {cfg.api_base}" if isinstance(cfg, RemoteBackbone) and cfg.api_base else ""),
         "min_output_tokens": cfg.min_output_tokens,
         "backbone": cfg,
     }
@@ -101,7 +102,7 @@ class _Where:
         return f"{self.source}: {location}: {message}" if self.source else f"{location}: {message}"
 
 
-def _api_key(cfg: BackboneConfig, where: _Where) -> str | None:
+def _api_key(cfg: RemoteBackbone, where: _Where) -> str | None:
     """The key from the named environment variable; errors name the variable, never a value."""
     if cfg.api_key_env is None:
         return None
@@ -116,7 +117,7 @@ def _without_secrets(message: str, key: str | None) -> str:
 
 
 def _embedded_lm(
-    cfg: BackboneConfig, common: dict[str, Any], where: _Where, llama_loader: LlamaLoader | None
+    cfg: EmbeddedBackbone, common: dict[str, Any], where: _Where, llama_loader: LlamaLoader | None
 ) -> dspy.LM:
     if llama_loader is None:
         if not llama_cpp_available():  # checked before assembling a 1.1 GB file that could not be run

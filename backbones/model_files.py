@@ -26,7 +26,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import BackboneConfig, EmbeddedBackbone
 from clearmed.backbones.errors import ConfigError
 
 __all__ = [
@@ -108,13 +108,13 @@ def resolve_model_path(
     hf_download: Callable[..., str] | None = None,
 ) -> Path:
     """Return the GGUF file for an embedded backbone, assembling the packaged model on first use."""
-    if cfg.kind != "embedded":
+    if not isinstance(cfg, EmbeddedBackbone):
         raise ValueError(f"resolve_model_path needs an embedded backbone, got kind {cfg.kind!r}")
     if cfg.model_path is not None:
         return _explicit_path(cfg.model_path)
     if cfg.gguf_repo is not None and cfg.gguf_file is not None:
         return _from_hugging_face(cfg.gguf_repo, cfg.gguf_file, hf_download)
-    if cfg.packaged_model is None:  # excluded by BackboneConfig validation; kept for direct callers
+    if cfg.packaged_model is None:  # excluded by EmbeddedBackbone validation; kept for direct callers
         raise ModelFileError("no model source: set model_path, gguf_repo + gguf_file, or packaged_model")
     spec = catalog[cfg.packaged_model]
     cache_dir = Path(cfg.model_cache_dir).expanduser() if cfg.model_cache_dir else default_model_cache_dir()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from clearmed.backbones.config import BackboneConfig, TokenPrice
+from clearmed.backbones.config import BackboneConfig, RemoteBackbone, TokenPrice
 
 __all__ = ["cost_usd", "price_of"]
 
@@ -20,7 +20,7 @@ _PER_MILLION = 1_000_000
 
 def price_of(backbone: BackboneConfig) -> TokenPrice | None:
     """USD per million prompt and completion tokens; None for a hosted model without a known price."""
-    if backbone.price is not None:
+    if isinstance(backbone, RemoteBackbone) and backbone.price is not None:
         return backbone.price
     if backbone.kind != "hosted":
         return TokenPrice()

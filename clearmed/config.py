@@ -10,7 +10,9 @@ Relative paths are resolved against the config file's folder, so a config travel
 merged key by key under this file's, each file's relative paths resolved against its own folder. `--set
 section.key=value` overrides (`load_config(..., overrides=[...])`) are merged last, their values read as TOML
 (`--set program.local_k=32`, `--set backbones.main.model=gpt-4o`: a value that is not TOML is a string), relative
-paths against the working directory. The merged tables are validated like one file.
+paths against the working directory. The merged tables are validated like one file. A layer that changes a
+backbone's `kind` keeps of the layers under it only the fields of the new kind (`backbones.config.kind_fields`), so
+an embedded config is pointed at a server with `kind` and `api_base` alone.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clearmed.backbones.config import PATH_FIELDS as BACKBONE_PATH_FIELDS
-from clearmed.backbones.config import BackboneConfig, ConfigError, format_validation_error, parse_backbones
+from clearmed.backbones.config import (
+    AnyBackbone,
+    ConfigError,
+    RemoteBackbone,
+    flat_defaults_dropped,
+    format_validation_error,
+    kind_fields,
+    parse_backbones,
+)
 from clearmed.core.sanitize import register_secret_env, register_url_credentials
 from clearmed.retrieval.config import CorpusConfig, SearchConfig
 from clearmed.retrieval.priors import QualityPriors
@@ -80,7 +90,7 @@ class ClearmedConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str = ""
-    backbones: dict[str, BackboneConfig]
+    backbones: dict[str, AnyBackbone]
     corpus: CorpusConfig | None = None
     search: SearchConfig | None = None
     quality_priors: QualityPriors | None = Field(default_factory=QualityPriors)
@@ -96,8 +106,20 @@ def answer_settings(config: ClearmedConfig, *, exclude_defaults: bool = False) -
     )
 
 
-def without_operational(data: Mapping[str, Any], spec: Mapping[str, Any] = _OPERATIONAL) -> dict[str, Any]:
-    """A config as JSON data (a run folder's config.json, say) minus its operational settings."""
+def without_operational(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A config as JSON data (a run folder's config.json, say) minus its operational settings, and minus the other
+    kinds' fields a snapshot written before backbones were split by kind holds for each backbone."""
+    out = _without(data, _OPERATIONAL)
+    backbones = out.get("backbones")
+    if isinstance(backbones, Mapping):
+        out["backbones"] = {
+            role: flat_defaults_dropped(table) if isinstance(table, Mapping) else table
+            for role, table in backbones.items()
+        }
+    return out
+
+
+def _without(data: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
         rule = spec.get(key, spec.get("__all__"))  # True: drop it; a set: drop those keys of it; a mapping: recurse
@@ -106,7 +128,7 @@ def without_operational(data: Mapping[str, Any], spec: Mapping[str, Any] = _OPER
         if isinstance(rule, set | frozenset) and isinstance(value, Mapping):
             out[key] = {name: item for name, item in value.items() if name not in rule}
         elif isinstance(rule, Mapping) and isinstance(value, Mapping):
-            out[key] = without_operational(value, rule)
+            out[key] = _without(value, rule)
         else:
             out[key] = value
     return out
@@ -192,8 +214,9 @@ def register_config_secrets(config: ClearmedConfig) -> None:
     """Every credential the config resolves is masked wherever text is written (records, logs, the report), whatever
     its shape: each backbone's `api_key_env` value, the Tavily key, and the user and password in an `api_base`."""
     for backbone in config.backbones.values():
-        register_secret_env(backbone.api_key_env)
-        register_url_credentials(backbone.api_base)
+        if isinstance(backbone, RemoteBackbone):
+            register_secret_env(backbone.api_key_env)
+            register_url_credentials(backbone.api_base)
     if config.search is not None:
         register_secret_env(config.search.tavily.api_key_env)
         register_url_credentials(config.search.tavily.api_base_url)
@@ -205,7 +228,7 @@ def load_config(name_or_path: str | None = None, overrides: Sequence[str] = ()) 
     tables = _read_extended(path, chain=())
     if not overrides:
         return parse_config(tables, source=str(path), base=path.parent)
-    tables = _merged(tables, _absolute_paths(parse_overrides(overrides), Path.cwd()))
+    tables = _layered(tables, _absolute_paths(parse_overrides(overrides), Path.cwd()))
     try:
         return parse_config(tables, source=str(path), base=path.parent)
     except ConfigError as err:
@@ -235,7 +258,25 @@ def _read_extended(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     relative = path.parent / parent
     parent_path = resolve_config_path(str(relative) if relative.suffix == ".toml" else parent)
     inherited = _absolute_paths(_read_extended(parent_path, (*chain, path.resolve())), parent_path.parent)
-    return _merged(inherited, tables)
+    return _layered(inherited, tables)
+
+
+def _layered(under: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """One config's tables over another's (a file over what it extends, `--set` over the file): merged key by key,
+    except that a backbone whose kind `over` changes keeps of `under` only the fields of its new kind. A field of
+    another kind set in `over` itself is still refused by validation."""
+    backbones, changed = under.get("backbones"), over.get("backbones")
+    if not isinstance(backbones, Mapping) or not isinstance(changed, Mapping):
+        return _merged(under, over)
+    kept = dict(backbones)
+    for role, table in changed.items():
+        below = backbones.get(role)
+        if not isinstance(table, Mapping) or not isinstance(below, Mapping) or table.get("kind") == below.get("kind"):
+            continue
+        fields = kind_fields(table.get("kind"))
+        if fields is not None:
+            kept[role] = {key: value for key, value in below.items() if key in fields}
+    return _merged({**under, "backbones": kept}, over)
 
 
 def _merged(under: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from clearmed.programs.adjudication.rules import gate_accepts
 from clearmed.programs.assessors.source_quality import SourceQualityAssessor
 from clearmed.programs.lm.context import Ledger, RunContext, activate
 from clearmed.programs.lm.prompting import over_budget, refused_decision
-from clearmed.programs.lm.stage import PathwayResult, ResponseResult
 from clearmed.programs.pathways.pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs.pathways.task_adapters import FormatGate, ResponseGenerator
 from clearmed.retrieval.base import Retriever, WebSearch
@@ -30,6 +29,7 @@ from clearmed.signatures.records import (
     Question,
 )
 from clearmed.signatures.records.question import OptionTexts, as_question
+from clearmed.signatures.records.results import PathwayResult, ResponseResult
 from clearmed.signatures.records.settings import ProgramSettings
 
 SinglePathwayName = Literal["direct", "medrag", "medrag-medcpt", "online"]

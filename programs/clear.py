@@ -24,7 +24,6 @@ from clearmed.programs.assessors.source_quality import SourceQualityAssessor
 from clearmed.programs.assessors.verifier import AggregationVerifier
 from clearmed.programs.lm.context import Ledger, RunContext, activate, current, supports_concurrency
 from clearmed.programs.lm.prompting import over_budget, refused_decision
-from clearmed.programs.lm.stage import AgreementResult, PathwayResult, ResponseResult, VerifierResult
 from clearmed.programs.pathways.evidence_search import FollowUpSearch
 from clearmed.programs.pathways.pathways import DynamicPathway, LocalPathway, ParametricPathway
 from clearmed.programs.pathways.task_adapters import FormatGate, ResponseGenerator
@@ -49,6 +48,7 @@ from clearmed.signatures.records import (
     VerifierOutput,
 )
 from clearmed.signatures.records.question import OptionTexts, as_question
+from clearmed.signatures.records.results import AgreementResult, PathwayResult, ResponseResult, VerifierResult
 from clearmed.signatures.records.settings import ProgramSettings
 
 # Guards each program's once-per-run warning flag when questions run on several threads (a module-level lock: a

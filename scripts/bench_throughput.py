@@ -135,7 +135,6 @@ class Measured:
 def measure(latency: float, threads: int, questions: int) -> Measured:
     import dspy
 
-    from clearmed.backbones.config import BackboneConfig
     from clearmed.backbones.factory import build_lm
     from clearmed.config import parse_config
     from clearmed.evaluation import EvalSpec, run_evaluation
@@ -148,7 +147,7 @@ def measure(latency: float, threads: int, questions: int) -> Measured:
     with FakeServer(latency) as server, tempfile.TemporaryDirectory(prefix="clearmed-bench-") as folder:
         table = {"kind": "openai_compatible", "model": "bench", "api_base": server.url, "cache": False}
         config = parse_config({"backbones": {"main": {**table, "timeout": 60.0, "num_retries": 0}}}, source="bench")
-        lm = build_lm(BackboneConfig.model_validate({**table, "timeout": 60.0, "num_retries": 0}))
+        lm = build_lm(config.backbones["main"])
         program = CLEAR(
             InMemoryRetriever(LOCAL),
             InMemoryWebSearch(WEB),

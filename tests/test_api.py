@@ -234,6 +234,9 @@ def test_a_budget_reached_is_raised_after_the_summary_of_what_was_done(
         clearmed.evaluate("direct", "demo", config=str(priced), run_dir=tmp_path / "run", limit=4, max_cost=0.01)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert (summary["evaluated"], summary["planned"]) == (1, 4)
+    # finished as `clearmed eval` leaves a stopped run: the tables, the plots and the HTML report too
+    for name in ("summary.md", "leakage.json", "plots/accuracy.png", "report/index.html"):
+        assert (tmp_path / "run" / name).is_file(), name
     resumed = clearmed.evaluate("direct", "demo", config=str(priced), run_dir=tmp_path / "run", limit=4, max_cost=100)
     assert resumed.evaluated == 4
     with pytest.raises(UsageError, match="max_cost must be a positive number of US dollars, not 0"):

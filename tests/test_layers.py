@@ -182,3 +182,25 @@ def test_a_contract_that_the_imports_break_is_reported(tmp_path: Path) -> None:
 def test_replay_tuning_and_the_kernel_load_no_dspy(module: str) -> None:
     probe = f"import sys, {module}; sys.exit(int(any(m == 'dspy' or m.startswith('dspy.') for m in sys.modules)))"
     assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT.parent, timeout=120).returncode == 0
+
+
+def _markdown_literals(path: Path) -> list[str]:
+    """The string literals (f-string parts too) of a module that draw a markdown table rule or a section heading."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and ("|---" in node.value or any(line.startswith("### ") for line in node.value.split("\n")))
+    ]
+
+
+def test_evaluation_writes_no_markdown() -> None:
+    """evaluation/ keeps the harness and the numbers; its tables and sections are report/'s (`report.markdown`). The
+    import contract keeps matplotlib and Jinja2 out; this keeps the markdown writers out."""
+    files = {name: path for name, path in module_files().items() if name.split(".")[:2] == ["clearmed", "evaluation"]}
+    assert "clearmed.evaluation.summary" in files
+    drawn = {name: found for name, path in files.items() if (found := _markdown_literals(path))}
+    assert drawn == {}
+    assert _markdown_literals(module_files()["clearmed.report.markdown"])  # the probe sees the tables where they are

@@ -90,8 +90,7 @@ def _run(
     from clearmed.evaluation.runner import BudgetReached
     from clearmed.evaluation.scoring import scorer_for
     from clearmed.evaluation.spend import Prices
-    from clearmed.evaluation.summary import write_run_summary
-    from clearmed.report.html_report import write_run_report
+    from clearmed.report.run_folder import finish_run_folder
 
     max_cost = max_cost if max_cost is not None else config.run.max_cost
     if max_cost is not None and max_cost <= 0:
@@ -114,11 +113,9 @@ def _run(
                 max_cost=max_cost,
             )
     except BudgetReached:
-        write_run_summary(spec.run_dir, Prices.of(config))
+        finish_run_folder(spec.run_dir, Prices.of(config), console)  # as `clearmed eval` leaves a stopped run
         raise
-    summary = write_run_summary(spec.run_dir, Prices.of(config))
-    write_run_report(spec.run_dir, console)  # after the summary's lock is released: the report only reads
-    return summary
+    return finish_run_folder(spec.run_dir, Prices.of(config), console)
 
 
 def _program(program: str | dspy.Module, config: ClearmedConfig) -> tuple[dspy.Module, str]:

@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import EmbeddedBackbone, RemoteBackbone
 from clearmed.backbones.context_window import Window, resolve_window
 from clearmed.backbones.engine_build import (
     ENGINE_VERSION,
@@ -74,7 +74,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
-def check_embedded(role: str, backbone: BackboneConfig, *, bench: bool, say: Say) -> bool:
+def check_embedded(role: str, backbone: EmbeddedBackbone, *, bench: bool, say: Say) -> bool:
     """Engine build, model file and a child-process run of both; False when the engine cannot answer here."""
     cpu = read_cpu_flags()
     wanted = expected_features(cmake_args(platform.machine(), platform.system(), cpu))
@@ -133,7 +133,7 @@ def _http_status(url: str, key: str | None, timeout: float = 5.0) -> int | str:
         return f"unreachable ({reason})"
 
 
-def check_endpoint(role: str, backbone: BackboneConfig, *, say: Say) -> bool:
+def check_endpoint(role: str, backbone: RemoteBackbone, *, say: Say) -> bool:
     """GET <api_base>/models: 200 reachable and accepted; 401/403 reachable, key refused."""
     key = os.environ.get(backbone.api_key_env, "").strip() if backbone.api_key_env else None
     url = f"{str(backbone.api_base).rstrip('/')}/models"

@@ -249,7 +249,7 @@ def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Que
 
 
 def _print_summary(summary: RunSummary) -> None:
-    from clearmed.evaluation.summary import comparison_table, details_markdown
+    from clearmed.report.markdown import comparison_table, details_markdown
 
     Console(soft_wrap=True).print(
         comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
@@ -258,13 +258,10 @@ def _print_summary(summary: RunSummary) -> None:
 
 def _write_summary(spec: EvalSpec, config: ClearmedConfig, console: Console) -> RunSummary:
     """summary.json, summary.md, leakage.json, plots and the HTML report of what the run folder holds."""
-    from clearmed.cli.report import write_run_report
     from clearmed.evaluation.spend import Prices
-    from clearmed.evaluation.summary import write_run_summary
+    from clearmed.report.run_folder import finish_run_folder
 
-    summary = write_run_summary(spec.run_dir, Prices.of(config))
-    write_run_report(spec.run_dir, console)  # after the lock is released: the report only reads the folder
-    return summary
+    return finish_run_folder(spec.run_dir, Prices.of(config), console)
 
 
 def _estimate_text(spec: EvalSpec, config: ClearmedConfig, threads: int, *, pilot: bool) -> str:
@@ -315,9 +312,9 @@ def _estimate_text(spec: EvalSpec, config: ClearmedConfig, threads: int, *, pilo
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from clearmed.evaluation import comparison_table, write_plots
-    from clearmed.evaluation.compare import load_runs, paired_comparisons, paired_markdown
-    from clearmed.evaluation.summary import details_markdown
+    from clearmed.evaluation.compare import load_runs, paired_comparisons
+    from clearmed.report.markdown import comparison_table, details_markdown, paired_markdown
+    from clearmed.report.plots import write_plots
 
     runs = load_runs([Path(folder) for folder in args.runs], common=args.common)
     summaries = [run.summary for run in runs]

@@ -10,14 +10,15 @@ from rich.console import Console
 
 def run_merge(args: argparse.Namespace) -> int:
     from clearmed.cli.evaluate import _print_summary
-    from clearmed.cli.report import write_run_report
+    from clearmed.evaluation.compare import snapshot_prices
     from clearmed.evaluation.merge import merge_shards
+    from clearmed.report.run_folder import finish_run_folder
 
     out = Path(args.out)
-    summary = merge_shards([Path(folder) for folder in args.runs], out)
+    merge_shards([Path(folder) for folder in args.runs], out)
     console = Console(stderr=True, soft_wrap=True)
-    write_run_report(out, console)  # the report `clearmed eval` leaves in its folder
-    _print_summary(summary)
+    # the summary, plots and report `clearmed eval` leaves in its folder, at the prices of the shards' config
+    _print_summary(finish_run_folder(out, snapshot_prices(out), console))
     console.print(f"run folder: {out}", markup=False, highlight=False)
     return 0
 

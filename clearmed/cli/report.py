@@ -33,14 +33,6 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_run_report(run_dir: Path, console: Console) -> None:
-    """The report `clearmed eval` leaves in its run folder (`clearmed.report.html_report.write_run_report`; imported
-    when called, as Jinja2 is)."""
-    from clearmed.report.html_report import write_run_report as write_report
-
-    write_report(run_dir, console)
-
-
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = commands.add_parser("report")
     report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (of `clearmed eval`)")

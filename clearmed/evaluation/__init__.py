@@ -1,4 +1,5 @@
-"""Evaluation runs: a program over a benchmark into a resumable run folder, summaries and comparisons.
+"""Evaluation runs: a program over a benchmark into a resumable run folder, summaries and comparisons (the numbers;
+their tables, plots and reports are clearmed.report's).
 
     from clearmed.evaluation import EvalSpec, run_evaluation, summarize
 
@@ -12,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from clearmed.evaluation.store import EvalRecord, RunManifest, RunStore, RunStoreError, read_records
-from clearmed.evaluation.summary import RunSummary, comparison_table, summarize, write_plots
+from clearmed.evaluation.summary import RunSummary, summarize
 
 if TYPE_CHECKING:
     from clearmed.evaluation.runner import (
@@ -35,13 +36,11 @@ __all__ = [
     "RunStore",
     "RunStoreError",
     "RunSummary",
-    "comparison_table",
     "config_digest",
     "default_scorer",
     "read_records",
     "run_evaluation",
     "summarize",
-    "write_plots",
 ]
 
 

@@ -1,4 +1,5 @@
-"""`clearmed compare`: finished runs side by side, optionally on the questions they all share, with paired tests.
+"""`clearmed compare`: finished runs side by side, optionally on the questions they all share, with paired tests
+(their tables are `clearmed.report.markdown`'s).
 
 Runs of different sizes are not comparable question for question: a 40-question variant against a 50-question
 baseline differs by ten questions before it differs by program. Every run is summarized with this version's report
@@ -132,19 +133,3 @@ def paired_comparisons(runs: Sequence[ComparedRun]) -> list[PairedComparison]:
         if pair.common:
             pairs.append(pair)
     return pairs
-
-
-def paired_markdown(pairs: Sequence[PairedComparison]) -> str:
-    """Markdown: gained and lost questions against the baseline, with the exact McNemar p."""
-    if not pairs:
-        return ""
-    rows = [
-        f"| {p.other} | {p.baseline} | {p.common} | {p.both_right} | {p.gained} | {p.lost} | {p.both_wrong} "
-        f"| {p.mcnemar_p:.3g} |"
-        for p in pairs
-    ]
-    return (
-        "\n### Paired against the first run of each benchmark (shared questions)\n\n"
-        "| run | baseline | shared | both right | gained | lost | both wrong | exact McNemar p |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
-    )

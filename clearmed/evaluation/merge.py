@@ -11,8 +11,9 @@ holds only what a merge writes before its manifest is a merge killed midway, and
 The joined folder holds the run's manifest (the whole question list in the run's order and the shards' question
 digests, no shard), shard 1's config
 snapshot, every record at its position in the whole list, the shards' set-aside degraded records, unreadable lines
-and spend logs, and the summary, leakage audit and plots `clearmed eval` writes (`write_run_summary`). So it is the
-run one process would have made: `clearmed eval` resumes it, and `clearmed compare` and `clearmed report` read it.
+and spend logs. Its caller finishes it as `clearmed eval` finishes a run (`report.run_folder.finish_run_folder`: the
+summary, leakage audit, plots and HTML report). So it is the run one process would have made: `clearmed eval` resumes
+it, and `clearmed compare` and `clearmed report` read it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from clearmed.evaluation.compare import snapshot_prices
 from clearmed.evaluation.shard import RunShard, ids_digest, interleave
 from clearmed.evaluation.spend_log import SPEND_LOG
 from clearmed.evaluation.store import (
@@ -41,7 +41,6 @@ from clearmed.evaluation.store import (
     read_set_aside_degraded,
     writable_line,
 )
-from clearmed.evaluation.summary import RunSummary, write_run_summary
 
 __all__ = ["ShardMergeError", "merge_shards", "unanswered_ids"]
 
@@ -224,9 +223,10 @@ def _merged_manifest(ordered: Sequence[_Shard], full: list[str]) -> RunManifest:
     )
 
 
-def merge_shards(folders: Sequence[Path], out: Path) -> RunSummary:
-    """Join the shards in `folders` into the run folder `out` and summarize it; `ShardMergeError` (nothing written)
-    when they are not the finished shards of one run. Each shard is locked while it is read: none is being written."""
+def merge_shards(folders: Sequence[Path], out: Path) -> None:
+    """Join the shards in `folders` into the run folder `out` (its caller writes the summary); `ShardMergeError`
+    (nothing written) when they are not the finished shards of one run. Each shard is locked while it is read: none is
+    being written."""
     if not folders:
         raise ShardMergeError("give the run folders of the shards to merge")
     seen: dict[Path, Path] = {}
@@ -246,4 +246,3 @@ def merge_shards(folders: Sequence[Path], out: Path) -> RunSummary:
         files = _joined_files(ordered, manifest)
         _check_out(out, manifest, ordered, files)
         _write(out, files, manifest)
-    return write_run_summary(out, snapshot_prices(out))

@@ -32,7 +32,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import dspy
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,15 +42,13 @@ from clearmed.signatures.records import (
     Candidate,
     Passage,
     PathwayName,
+    PathwayResult,
     Provenance,
     QualityAssessment,
     Question,
     SourceQuality,
     StepError,
 )
-
-if TYPE_CHECKING:
-    from clearmed.programs.lm.stage import PathwayResult
 
 ReplyStatus = Literal["ok", "unparseable", "missing"]
 # How the answer was found: the letter alone in answer_choice, by one of MIRAGE's patterns, or by the option's text.
@@ -130,8 +128,6 @@ class RecordedPathway(BaseModel):
 
     def result_for(self, reply: RecordedReply) -> PathwayResult:
         """The pathway's result as a live pathway returns it: the candidate, its evidence and their quality."""
-        from clearmed.programs.lm.stage import PathwayResult
-
         return PathwayResult(candidate=self.candidate_for(reply), passages=reply.passages, quality=reply.quality)
 
     def counts(self) -> dict[ReplyStatus, int]:

@@ -5,7 +5,7 @@ and never counted; on resume they come back from the LM cache at $0. The log clo
 reach it as each stage completes (`programs.lm.context.USAGE_SINK`) and the graders' as each grade completes, so
 the budget (`--max-cost`) counts every dollar billed, across kills and resumes: LM calls at the backbones' prices,
 Tavily searches at `[run] tavily_usd_per_credit`, and grading. It is also the one source of the summary's dollars,
-credits and retries (`summary.write_run_summary`), so attempts a kill cut short or a resume redid count there too. One
+credits and retries (`report.run_folder.finish_run_folder`), so attempts a kill cut short or a resume redid count there too. One
 line per paid, retried or unpriced call (cache hits cost nothing and are not logged), appended in one write: a kill leaves at most a torn last line, which reading skips and the next append
 starts after. The page cache keeps what was written when the process dies, so no fsync is needed for a kill.
 """

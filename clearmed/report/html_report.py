@@ -36,9 +36,8 @@ from clearmed.core.version import __version__
 # `clearmed compare` (they are module-private there; making them public is a one-line follow-up in compare.py).
 from clearmed.evaluation.compare import ComparedRun, _correct, _labels, paired_comparisons
 from clearmed.evaluation.store import MANIFEST, EvalRecord, RunManifest, RunStoreError, load_manifest, read_records
-from clearmed.evaluation.summary import RunSummary, accuracy_cell, clean_cell, summarize
+from clearmed.evaluation.summary import RunSummary, summarize
 from clearmed.metrics import LeakageReport, PairedComparison, audit_leakage, judge_table
-from clearmed.report.html_plots import run_plots
 from clearmed.report.html_views import (
     PassageView,
     QuestionPage,
@@ -50,6 +49,8 @@ from clearmed.report.html_views import (
     route_colour,
     route_meaning,
 )
+from clearmed.report.markdown import accuracy_cell, clean_cell
+from clearmed.report.plots import run_plots
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -429,8 +430,8 @@ def write_html_report(folders: Sequence[Path], out: Path) -> HtmlReport:
 
 
 def write_run_report(run_dir: Path, console: Console) -> None:
-    """The report a finished run leaves in its folder (`clearmed eval`, `clearmed.evaluate`). The run is finished and
-    saved by then: a report that cannot be written is a warning, never a failed evaluation."""
+    """The report a finished run leaves in its folder (`run_folder.finish_run_folder` writes it last, for every door).
+    The run is finished and saved by then: a report that cannot be written is a warning, never a failed evaluation."""
     from clearmed.core.sanitize import clean_text, redact_secrets
 
     try:

@@ -9,9 +9,10 @@ import dspy
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import answers_agree
 from clearmed.programs.lm.prompting import render_question
-from clearmed.programs.lm.stage import AgreementResult, run_stage
+from clearmed.programs.lm.stage import run_stage
 from clearmed.signatures.clear import JudgeAgreement
 from clearmed.signatures.records import Agreement, Answer, EvidenceBundle, PathwayName
+from clearmed.signatures.records.results import AgreementResult
 
 
 def letter_agreement(bundle: EvidenceBundle, method: Literal["letters", "normaliser"] = "letters") -> Agreement:

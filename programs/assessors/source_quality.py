@@ -21,7 +21,7 @@ import dspy
 
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.prompting import format_search_results
-from clearmed.programs.lm.stage import QualityResult, run_stage
+from clearmed.programs.lm.stage import run_stage
 from clearmed.retrieval.clear_code_quality import clear_code_assessment
 from clearmed.retrieval.priors import QualityPriors, label_ceiling, prior_assessment, prior_features
 from clearmed.retrieval.screening import cap_label, screen
@@ -33,6 +33,7 @@ from clearmed.signatures.records import (
     SourceQuality,
     StepError,
 )
+from clearmed.signatures.records.results import QualityResult
 from clearmed.signatures.records.settings import Stage
 
 

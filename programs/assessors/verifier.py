@@ -28,7 +28,7 @@ from clearmed.programs.lm.prompting import (
     select_passages,
     truncate_words,
 )
-from clearmed.programs.lm.stage import VerifierResult, run_stage
+from clearmed.programs.lm.stage import run_stage
 from clearmed.signatures.clear import VerifyAggregate
 from clearmed.signatures.records import (
     NEEDS_MORE_SEARCH,
@@ -40,6 +40,7 @@ from clearmed.signatures.records import (
     VerifierOutput,
     VerifierVerdict,
 )
+from clearmed.signatures.records.results import VerifierResult
 
 # What the CLEAR code's verifier shows of recorded runs (`_compact_candidate`, `_compact_local_docs`, max_local_docs).
 RECORDED_REPLY_CHARS = 800

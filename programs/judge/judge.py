@@ -16,9 +16,10 @@ from clearmed.programs.judge.verdicts import judge
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import answer_format, format_options
 from clearmed.programs.lm.prompting import format_passages, render_question
-from clearmed.programs.lm.stage import JudgeResult, run_stage
+from clearmed.programs.lm.stage import run_stage
 from clearmed.signatures.option_judge import JudgeOptions, JudgeOptionsWithGraph
 from clearmed.signatures.records import JudgeMode, Passage, Question
+from clearmed.signatures.records.results import JudgeResult
 from clearmed.signatures.records.settings import Stage
 
 

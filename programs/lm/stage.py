@@ -1,13 +1,12 @@
-"""Running one LM step, and what the steps return to each other.
+"""Running one LM step: its role's LM, budget, usage row and recorded failure.
 
 Every predictor call in the program goes through `run_stage`: the right LM for its role, its token budget, its
 usage row and its failure, so a failing or unparseable LM step becomes a `StepError` in the trail (never a
 traceback) and every call is accounted for in the ledger. `Shared` holds an evidence backend across DSPy's deep
 copies.
 
-What the modules hand each other are typed records (the `*Result` classes), never a `dspy.Prediction` with ad-hoc
-keys. Only the entry programs (`CLEAR`, `SinglePathway`) return a `dspy.Prediction`, because DSPy's optimizers
-and evaluators expect one.
+What the modules hand each other are typed records (the `*Result` classes of `signatures.records.results`), never a
+`dspy.Prediction` with ad-hoc keys.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from typing import Generic, Literal, TypeVar
 import dspy
 from dspy.utils.exceptions import LMTransportError
 from dspy.utils.usage_tracker import UsageTracker
-from pydantic import Field
 
 from clearmed.backbones.failures import as_overflow, classify
 from clearmed.backbones.reasoning import collect_thinking
@@ -29,22 +27,7 @@ from clearmed.core.retries import count_retries
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import TolerantChatAdapter
 from clearmed.programs.lm.prompting import PromptFit, estimate_tokens, fit_prompt, prompt_limit
-from clearmed.signatures.records import (
-    AdjudicationStep,
-    Agreement,
-    Answer,
-    CallUsage,
-    Candidate,
-    ErrorKind,
-    OptionJudgment,
-    Passage,
-    Record,
-    RuleId,
-    SearchPlan,
-    SourceQuality,
-    StepError,
-    VerifierOutput,
-)
+from clearmed.signatures.records import CallUsage, ErrorKind, StepError
 from clearmed.signatures.records.settings import Stage
 from clearmed.signatures.records.usage import THINKING_KEPT
 
@@ -340,87 +323,3 @@ class Shared(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Shared({type(self.value).__name__})"
-
-
-class PathwayResult(Record):
-    """A pathway's candidate, the evidence it read, and (dynamic) that evidence's quality labels."""
-
-    candidate: Candidate
-    passages: list[Passage] = Field(default_factory=list)
-    quality: SourceQuality = Field(default_factory=SourceQuality)
-    quality_error: StepError | None = None  # the quality assessment failed; labels came from priors or none
-    query_error: StepError | None = None  # the web-query LM step failed; the key-term query was searched
-
-    def query_writer_step(self) -> AdjudicationStep | None:
-        """The trail's record of a failed web-query writer (CLEAR's and the single-pathway programs' alike)."""
-        if self.query_error is None:
-            return None
-        return AdjudicationStep(
-            mechanism="pathways",
-            trigger="web query",
-            outcome=f"the query writer failed; key terms searched: {self.candidate.query or ''!r}",
-            error=self.query_error,
-        )
-
-
-class QualityResult(Record):
-    quality: SourceQuality
-    error: StepError | None = None
-
-
-class WebQueryResult(Record):
-    """The query a web search is sent: who made it, what it replaced or cut, and the LM step's error if it failed
-    (the key-term query then stood in)."""
-
-    query: str
-    source: Literal["question", "lm", "salient"]
-    replaced_chars: int | None = None  # the question's length, when the query is not the question itself
-    cut_chars: int | None = None  # a written query's length before it was cut to the backend's limit
-    error: StepError | None = None
-
-    def candidate_fields(self) -> dict[str, object]:
-        """The candidate's record of the query (its error goes to the trail, not the candidate)."""
-        return {
-            "query": self.query,
-            "query_source": self.source,
-            "query_replaced_chars": self.replaced_chars,
-            "query_cut_chars": self.cut_chars,
-        }
-
-
-class SearchResult(Record):
-    """Query-planned search: the pages kept, the plan, and an error when nothing was found."""
-
-    passages: list[Passage]
-    plan: SearchPlan
-    error: StepError | None = None
-    fallback: WebQueryResult | None = None  # the plan gave no sub-queries: this query was searched instead
-
-
-class JudgeResult(Record):
-    """The option-wise judgement (None when nothing usable came back) and the stage's error if any."""
-
-    judgment: OptionJudgment | None
-    error: StepError | None = None
-
-
-class AgreementResult(Record):
-    agreement: Agreement
-    error: StepError | None = None  # the LM judgement failed; the normaliser's agreement stands
-
-
-class VerifierResult(Record):
-    output: VerifierOutput
-    rule: RuleId
-
-
-class GateResult(Record):
-    """The format gate: an answer parsed in Python or mapped onto the options by the LM, or None."""
-
-    answer: Answer | None
-    error: StepError | None = None
-
-
-class ResponseResult(Record):
-    response: str | None
-    error: StepError | None = None

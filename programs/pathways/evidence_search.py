@@ -18,7 +18,7 @@ from clearmed.programs.adjudication.rules import competing_answers
 from clearmed.programs.assessors.source_quality import SourceQualityAssessor, label_passages
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.prompting import describe_answer, render_question
-from clearmed.programs.lm.stage import QualityResult, Shared, WebQueryResult, record_tool_call, run_stage
+from clearmed.programs.lm.stage import Shared, record_tool_call, run_stage
 from clearmed.programs.pathways.web_query import WebQueryWriter, clean_written_query, fit_query
 from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError, WebSearch
 from clearmed.retrieval.screening import label_quarantined
@@ -32,6 +32,7 @@ from clearmed.signatures.records import (
     StepError,
     page_key,
 )
+from clearmed.signatures.records.results import QualityResult, WebQueryResult
 from clearmed.signatures.records.settings import Stage
 
 

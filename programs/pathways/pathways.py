@@ -20,18 +20,7 @@ from clearmed.programs.judge.judge import OptionWiseJudge
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import answer_format, format_options
 from clearmed.programs.lm.prompting import format_passages, render_question
-from clearmed.programs.lm.stage import (
-    JudgeResult,
-    PathwayResult,
-    QualityResult,
-    SearchResult,
-    Shared,
-    StageResult,
-    WebQueryResult,
-    lm_name,
-    record_tool_call,
-    run_stage,
-)
+from clearmed.programs.lm.stage import Shared, StageResult, lm_name, record_tool_call, run_stage
 from clearmed.programs.pathways.evidence_search import evidence_failure, reid, search_web
 from clearmed.programs.pathways.qpis import QueryPlannedSearch
 from clearmed.programs.pathways.scored_answer import run_scored_stage
@@ -50,6 +39,7 @@ from clearmed.signatures.records import (
     StepError,
     top_options,
 )
+from clearmed.signatures.records.results import JudgeResult, PathwayResult, QualityResult, SearchResult, WebQueryResult
 from clearmed.signatures.records.settings import Stage
 
 

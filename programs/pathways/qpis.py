@@ -23,12 +23,13 @@ import dspy
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import format_options
 from clearmed.programs.lm.prompting import format_passages
-from clearmed.programs.lm.stage import SearchResult, WebQueryResult, run_stage
+from clearmed.programs.lm.stage import run_stage
 from clearmed.programs.pathways.evidence_search import reid, search_web
 from clearmed.programs.pathways.web_query import WebQueryWriter, fit_query, without_option_letters
 from clearmed.retrieval.base import WebSearch
 from clearmed.signatures.qpis import CheckEvidence, PlanSubqueries
 from clearmed.signatures.records import Passage, Question, SearchPlan, SearchRound
+from clearmed.signatures.records.results import SearchResult, WebQueryResult
 
 
 def _page_key(passage: Passage) -> str:

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import dspy
 
-from clearmed.programs.lm.stage import PathwayResult
 from clearmed.signatures.records import Candidate, PathwayName, Question, StepError
+from clearmed.signatures.records.results import PathwayResult
 
 
 class RecordedAnswers(dspy.Module):

@@ -11,9 +11,10 @@ import dspy
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import answer_format, format_options, parse_answer, parse_letters
 from clearmed.programs.lm.prompting import format_passages, render_question
-from clearmed.programs.lm.stage import GateResult, ResponseResult, run_stage
+from clearmed.programs.lm.stage import run_stage
 from clearmed.signatures.clear import ComposeResponse, MapToOptions
 from clearmed.signatures.records import Answer, EvidenceBundle, Question, StepError
+from clearmed.signatures.records.results import GateResult, ResponseResult
 
 
 class FormatGate(dspy.Module):

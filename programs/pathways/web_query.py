@@ -23,8 +23,9 @@ import dspy
 
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.prompting import render_question
-from clearmed.programs.lm.stage import WebQueryResult, run_stage
+from clearmed.programs.lm.stage import run_stage
 from clearmed.signatures.records import Question, StepError
+from clearmed.signatures.records.results import WebQueryResult
 from clearmed.signatures.records.settings import Stage
 from clearmed.signatures.web_query import WriteWebQuery
 

@@ -59,6 +59,17 @@ from clearmed.signatures.records.judgment import (
     Verdict,
 )
 from clearmed.signatures.records.question import Answer, ChatTurn, Question, RubricItem
+from clearmed.signatures.records.results import (
+    AgreementResult,
+    GateResult,
+    JudgeResult,
+    PathwayResult,
+    QualityResult,
+    ResponseResult,
+    SearchResult,
+    VerifierResult,
+    WebQueryResult,
+)
 from clearmed.signatures.records.routes import (
     NEEDS_MORE_SEARCH,
     ROUTE_TABLE,

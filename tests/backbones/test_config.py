@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clearmed.backbones.config import BackboneConfig, is_openai_reasoning_model, parse_backbone, parse_backbones
+from clearmed.backbones.config import AnyBackbone, is_openai_reasoning_model, parse_backbone, parse_backbones
 from clearmed.backbones.errors import ConfigError, format_validation_error
 
 SOURCE = "configs/x.toml"
 
 
-def parse(toml_table: str, role: str = "main") -> BackboneConfig:
+def parse(toml_table: str, role: str = "main") -> AnyBackbone:
     return parse_backbone(tomllib.loads(toml_table), source=SOURCE, role=role)
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from clearmed.backbones import factory as factory_module
 from clearmed.backbones.client import ClearmedLM
-from clearmed.backbones.config import BackboneConfig, parse_backbone
+from clearmed.backbones.config import AnyBackbone, parse_backbone
 from clearmed.backbones.embedded import LlamaCppEngine
 from clearmed.backbones.errors import ConfigError
 from clearmed.backbones.factory import build_lm, lm_label
@@ -80,7 +80,7 @@ def fake_server() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
-def vllm_config(api_base: str, **extra: Any) -> BackboneConfig:
+def vllm_config(api_base: str, **extra: Any) -> AnyBackbone:
     table = {
         "kind": "openai_compatible",
         "model": "Qwen/Qwen3.5-9B",
@@ -142,7 +142,7 @@ def test_unreachable_server_is_a_transport_error() -> None:
         lm("hi")
 
 
-def hosted(model: str = "openai/o3-mini", env: str = "OPENAI_API_KEY", **extra: Any) -> BackboneConfig:
+def hosted(model: str = "openai/o3-mini", env: str = "OPENAI_API_KEY", **extra: Any) -> AnyBackbone:
     return parse_backbone({"kind": "hosted", "model": model, "api_key_env": env, "timeout": 120.0, **extra})
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import BackboneConfig, EmbeddedBackbone, HostedBackbone
 from clearmed.backbones.model_files import (
     PACKAGED_MODELS,
     ModelFileError,
@@ -51,8 +51,8 @@ def fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PackagedModel
     )
 
 
-def embedded(**fields: Any) -> BackboneConfig:
-    return BackboneConfig(kind="embedded", model="m", **fields)
+def embedded(**fields: Any) -> EmbeddedBackbone:
+    return EmbeddedBackbone(kind="embedded", model="m", **fields)
 
 
 def resolve(cfg: BackboneConfig, spec: PackagedModel, **kwargs: Any) -> Path:
@@ -193,6 +193,6 @@ def test_hugging_face_unavailable_offline_never_falls_back_silently(
 
 
 def test_only_embedded_configs_have_model_files() -> None:
-    cfg = BackboneConfig(kind="hosted", model="openai/gpt-4o", api_key_env="K")
+    cfg = HostedBackbone(kind="hosted", model="openai/gpt-4o", api_key_env="K")
     with pytest.raises(ValueError, match="needs an embedded backbone"):
         resolve_model_path(cfg)

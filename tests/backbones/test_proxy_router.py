@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clearmed.assemble import build_program
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import OpenAICompatibleBackbone
 from clearmed.backbones.context_window import resolve_window
 from clearmed.backbones.logprobs import probe_capabilities
 from clearmed.config import load_config
@@ -145,7 +145,7 @@ def test_behind_a_proxy_the_window_is_not_reported_so_the_config_gives_it(
 ) -> None:
     # LiteLLM's /v1/models lists aliases, no max_model_len; or the route is hidden. It has no /props either.
     with FakeLiteLLMRouter([r.api_base for r in replicas], models=models) as router:  # type: ignore[arg-type]
-        backbone = BackboneConfig(kind="openai_compatible", model=router.model_name, api_base=router.api_base)
+        backbone = OpenAICompatibleBackbone(kind="openai_compatible", model=router.model_name, api_base=router.api_base)
         window = resolve_window(backbone, api_key=MASTER)
         assert (window.tokens, window.source, window.detail) == (None, "unknown", "the server does not report it")
         assert window.settled  # asked once: not asked again on every call

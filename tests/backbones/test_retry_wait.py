@@ -15,7 +15,7 @@ import pytest
 from dspy.clients import execution
 from dspy.utils.exceptions import LMRateLimitError
 
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import HostedBackbone
 from clearmed.backbones.factory import build_lm
 from clearmed.backbones.retry_wait import MAX_RETRY_WAIT_S, lm_retry_delay, server_hint_s
 from clearmed.core.retries import JITTER_S, backoff_delay, count_retries, note_retry, retry_hint_s
@@ -150,7 +150,7 @@ def test_a_scope_is_shared_with_threads_started_under_its_context() -> None:
 
 
 def test_building_an_lm_installs_the_policy_in_dspy() -> None:
-    build_lm(BackboneConfig(kind="hosted", model="ollama_chat/llama3"))
+    build_lm(HostedBackbone(kind="hosted", model="ollama_chat/llama3"))
     assert execution._delay is lm_retry_delay
     with count_retries() as tally:
         assert execution._delay(LMRateLimitError("slow", retry_after=3600.0), 0) == MAX_RETRY_WAIT_S

@@ -118,6 +118,8 @@ def test_max_cost_stops_the_run_with_exit_3_and_a_higher_budget_resumes_it(
     summary = json.loads((run_dir / "summary.json").read_text())  # what was done is summarized
     assert (summary["evaluated"], summary["planned"]) == (1, 5)
     assert summary["spend"]["usd"] > 0.01
+    for name in ("summary.md", "leakage.json", "plots/accuracy.png", "report/index.html"):  # as the API leaves it
+        assert (run_dir / name).is_file(), name
     # [run] max_cost is the default budget; --max-cost overrides it
     config.write_text(config.read_text().replace("[run]\n", "[run]\nmax_cost = 0.01\n"), encoding="utf-8")
     assert main(eval_args(config, run_dir)) == 3

@@ -21,8 +21,8 @@ from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records,
 from clearmed.evaluation.runner import BudgetReached
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import DEGRADED, read_set_aside_degraded
-from clearmed.evaluation.summary import comparison_table, details_markdown
 from clearmed.programs.clear import CLEAR
+from clearmed.report.markdown import comparison_table, details_markdown
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch
 from clearmed.signatures.records import Question
 from clearmed.signatures.records.settings import ProgramSettings

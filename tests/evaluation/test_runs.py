@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import warnings
 from pathlib import Path
@@ -12,7 +13,8 @@ from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
 from clearmed.evaluation.compare import load_runs
 from clearmed.evaluation.store import RUN_SCHEMA_VERSION, UnreadableResultWarning, UnwritableRecordError, scan_results
-from clearmed.evaluation.summary import comparison_table, details_markdown, write_plots
+from clearmed.report.markdown import comparison_table, details_markdown
+from clearmed.report.plots import run_plots, write_plots
 from clearmed.signatures.records import Question
 from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
@@ -277,6 +279,11 @@ def test_comparison_table_and_plots(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["accuracy.png", "routes.png", "cost_by_route.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     json.loads(summary.model_dump_json())
+    # One renderer: the HTML report inlines the very PNGs of the run folder (its label is the program's name here).
+    inlined = run_plots([summary], ["clear"])
+    for path in paths:
+        assert base64.b64decode(inlined[path.stem].removeprefix("data:image/png;base64,")) == path.read_bytes()
+    assert {"rules", "pathways"} <= set(inlined) - {p.stem for p in paths}  # and draws its own two beside them
 
 
 def _finished_run(run_dir: Path, n: int, name: str) -> None:
@@ -288,7 +295,8 @@ def _finished_run(run_dir: Path, n: int, name: str) -> None:
 
 
 def test_compare_on_common_ids_resummarizes_on_the_shared_questions(tmp_path: Path) -> None:
-    from clearmed.evaluation.compare import load_runs, paired_comparisons, paired_markdown
+    from clearmed.evaluation.compare import load_runs, paired_comparisons
+    from clearmed.report.markdown import paired_markdown
 
     _finished_run(tmp_path / "a" / "clear-n6", 6, "clear")
     _finished_run(tmp_path / "b" / "clear-n6", 6, "clear")

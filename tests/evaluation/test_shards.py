@@ -3,19 +3,22 @@ merged (`merge_shards`) that is the run one process makes, at the library level 
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from clearmed.core.errors import UsageError
-from clearmed.evaluation import EvalSpec, read_records, run_evaluation
+from clearmed.evaluation import EvalSpec, RunSummary, read_records, run_evaluation
+from clearmed.evaluation.compare import snapshot_prices
 from clearmed.evaluation.merge import ShardMergeError, merge_shards
 from clearmed.evaluation.shard import RunShard, interleave, parse_shard, take_shard
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import load_manifest
-from clearmed.evaluation.summary import write_run_summary
+from clearmed.report.run_folder import finish_run_folder
 from clearmed.signatures.records import Question
 from clearmed.testing.synthetic_run import SYNTHETIC_CONFIG, synthetic_program, synthetic_questions
 
@@ -100,17 +103,23 @@ def _answers(folder: Path) -> list[tuple[str, int, str | None, str | None, str |
     ]
 
 
+def _merged(shards: list[Path], out: Path) -> RunSummary:
+    """The shards merged into `out`, finished as `clearmed merge` finishes it (at the prices of the shards' config)."""
+    merge_shards(shards, out)
+    return finish_run_folder(out, snapshot_prices(out), Console(file=io.StringIO()))
+
+
 def test_four_shards_merged_are_the_run_one_process_makes(tmp_path: Path) -> None:
     questions = synthetic_questions(62)  # shards of 16, 16, 15 and 15: uneven on purpose
     ids = [q.id for q in questions]
     _run(tmp_path / "one", questions)
-    one = write_run_summary(tmp_path / "one", Prices.of(SYNTHETIC_CONFIG))
+    one = finish_run_folder(tmp_path / "one", Prices.of(SYNTHETIC_CONFIG), Console(file=io.StringIO()))
     shards = []
     for index in (3, 1, 4, 2):  # made in any order, given in any order
         part, shard = take_shard(questions, ids, index, 4)
         _run(tmp_path / f"shard{index}", part, shard)
         shards.append(tmp_path / f"shard{index}")
-    merged = merge_shards(shards, tmp_path / "merged")
+    merged = _merged(shards, tmp_path / "merged")
 
     assert _answers(tmp_path / "merged") == _answers(tmp_path / "one")
     assert len({route for _, _, _, route, _ in _answers(tmp_path / "one")}) > 2  # the world varies its routes
@@ -135,7 +144,7 @@ def test_four_shards_merged_are_the_run_one_process_makes(tmp_path: Path) -> Non
     assert len(run_evaluation(spec, SYNTHETIC_CONFIG, program, show_progress=False)) == 62
     assert engine.calls == []
     # merging the same shards again into it rewrites the same run
-    assert _untimed(merge_shards(shards, tmp_path / "merged").model_dump()) == _untimed(one.model_dump())
+    assert _untimed(_merged(shards, tmp_path / "merged").model_dump()) == _untimed(one.model_dump())
 
 
 def test_an_unfinished_shard_is_refused_and_nothing_is_written(tmp_path: Path) -> None:

@@ -70,7 +70,8 @@ def test_no_judge_no_stats() -> None:
 
 def test_run_summary_reports_judge_and_qpis_sections() -> None:
     from clearmed.evaluation.store import EvalRecord, RunManifest
-    from clearmed.evaluation.summary import details_markdown, summarize
+    from clearmed.evaluation.summary import summarize
+    from clearmed.report.markdown import details_markdown
     from clearmed.signatures.records import SearchPlan, SearchRound
 
     decision = judged([("A", "supported", ["L1"])], "grounded", "A")

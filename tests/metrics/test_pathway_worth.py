@@ -68,7 +68,7 @@ def test_worth_by_route_counts_the_program_and_each_pathway_and_the_net_against_
 
 
 def test_the_route_table_in_the_report_nets_gains_against_direct() -> None:
-    from clearmed.evaluation.summary import _routes_markdown
+    from clearmed.report.markdown import _routes_markdown
 
     worth = pathway_worth([decided("B", "A", "C", "keep_local"), decided("A", "A", "C", "consensus")])
     assert worth is not None
@@ -90,7 +90,7 @@ def _dynamic_left_out(decision: Decision) -> Decision:
 
 
 def test_a_pathway_left_out_on_every_question_has_no_accuracy_column_or_share_of_the_chance_oracle() -> None:
-    from clearmed.evaluation.summary import _routes_markdown
+    from clearmed.report.markdown import _routes_markdown
 
     # gold A: parametric right on 1 of 2, local on 2 of 2; the dynamic pathway never ran
     decisions = [

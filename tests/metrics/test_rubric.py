@@ -130,8 +130,9 @@ def test_summary_counts_failed_examples_without_averaging_them() -> None:
 
 def test_rubric_scoring_of_a_decision_feeds_the_run_summary() -> None:
     from clearmed.evaluation.store import EvalRecord, RunManifest
-    from clearmed.evaluation.summary import accuracy_cell, summarize
+    from clearmed.evaluation.summary import summarize
     from clearmed.metrics import score_rubric_decision
+    from clearmed.report.markdown import accuracy_cell
     from clearmed.signatures.records import PATHWAYS, Candidate, Decision, EvidenceBundle
 
     decision = Decision(

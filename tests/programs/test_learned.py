@@ -210,7 +210,8 @@ def test_a_refusing_fit_refuses_a_question_outside_its_domain_in_the_program() -
 
 
 def test_the_run_summary_says_how_often_the_learned_verifier_fell_back_and_why() -> None:
-    from clearmed.evaluation.summary import RunSummary, _fallback_counts, learned_fallback_line
+    from clearmed.evaluation.summary import RunSummary, _fallback_counts
+    from clearmed.report.markdown import learned_fallback_line
     from clearmed.testing import QUESTION as TOY
 
     elsewhere = LearnedDomain(benchmarks=["mirage:mmlu"], formats=["single:4"], backbones=["OpenAI/gpt-4-32k"])

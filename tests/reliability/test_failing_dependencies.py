@@ -17,7 +17,7 @@ import pytest
 from dspy import lm15
 
 from clearmed import assemble
-from clearmed.backbones.config import BackboneConfig
+from clearmed.backbones.config import OpenAICompatibleBackbone
 from clearmed.backbones.factory import build_lm
 from clearmed.cli.main import main
 from clearmed.core.errors import FatalServiceError
@@ -222,7 +222,7 @@ def test_quality_assessment_failure_counts_as_low(reliability) -> None:
 
 
 def http_lm(url: str, **fields: Any):
-    config = BackboneConfig(kind="openai_compatible", model="m", api_base=f"{url}/v1", cache=False, **fields)
+    config = OpenAICompatibleBackbone(kind="openai_compatible", model="m", api_base=f"{url}/v1", cache=False, **fields)
     return build_lm(config)
 
 

@@ -265,14 +265,14 @@ def test_a_judge_503_or_timeout_degrades_and_the_resume_regrades(
 @pytest.mark.parametrize("failure", ["fatal", "transient"])
 def test_the_rubric_grader_stops_on_a_dead_key_and_marks_a_503_for_regrading(reliability, failure: str) -> None:
     with reliability.case(CATEGORY, f"HealthBench rubric grader: {failure} judge failure"):
-        from clearmed.backbones.config import BackboneConfig
+        from clearmed.backbones.config import OpenAICompatibleBackbone
         from clearmed.backbones.factory import build_lm
         from clearmed.metrics import RubricGrader, score_rubric_decision
         from clearmed.signatures.records import ChatTurn, Decision, EvidenceBundle, RubricItem
 
         server = FakeOpenAI()
         server.inject("401" if failure == "fatal" else "503", times=None)
-        judge = BackboneConfig(
+        judge = OpenAICompatibleBackbone(
             kind="openai_compatible", model="m", api_base=server.api_base, cache=False, num_retries=0
         )
         judge_lm = build_lm(judge, role="judge")

@@ -96,3 +96,29 @@ def test_a_config_that_sets_a_removed_setting_is_refused_in_one_line(table: str,
     message = str(raised.value)
     assert f"{table}.{key}: unknown key" in message
     assert "\n" not in message
+
+
+RESULTS = (
+    "PathwayResult",
+    "QualityResult",
+    "WebQueryResult",
+    "SearchResult",
+    "JudgeResult",
+    "AgreementResult",
+    "VerifierResult",
+    "GateResult",
+    "ResponseResult",
+)
+
+
+@pytest.mark.parametrize("name", RESULTS)
+def test_what_the_steps_return_are_records_of_signatures_records(name: str) -> None:
+    """The steps' results live with the other nouns (issue 49), not in the LM plumbing that runs a step."""
+    import importlib
+
+    records = importlib.import_module("clearmed.signatures.records")
+    stage = importlib.import_module("clearmed.programs.lm.stage")
+    result = getattr(records, name)
+    assert result.__module__ == "clearmed.signatures.records.results"
+    assert issubclass(result, records.Record)
+    assert not hasattr(stage, name)
