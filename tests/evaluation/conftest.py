@@ -70,7 +70,9 @@ def hostile_run(folder: Path) -> Path:
     adversarial = adversarial_module()
     decisions = []
     # Pages the evidence screen quarantines: an instruction to the model, prompt markers, look-alike domains.
-    chosen = [name for name in sorted(adversarial.ATTACKS) if re.search(r"instruction on|impersonat|look-alike", name)]
+    chosen = [
+        name for name in sorted(adversarial.ATTACKS) if re.search(r"instruction on|impersonat|look-alike domains", name)
+    ]
     assert chosen, "the reliability suite's attack names changed"
     for attack in chosen:
         decision, _ = adversarial.run(
