@@ -17,7 +17,7 @@ def test_the_mmlu_med_suite_loads_its_id_files_exist_and_it_tunes_only_what_exis
     suite = load_suite(path)  # it replaced scripts/eval_mmlu_med.sh
     cells = [(cell.benchmark.folder, cell.program) for cell in suite.cells()]
     assert cells[0] == ("mmlu-medical-train", "clear")  # CLEAR first: the baselines reuse its cached passes
-    assert {program for _, program in cells[1:]} == {"clear", "direct", "medrag", "clear-heuristic"}
+    assert {program for _, program in cells[1:]} == {"clear", "direct", "medrag", "clear-heuristic-contested"}
     assert all(b.ids and (ROOT / b.ids).is_file() for b in suite.benchmarks)
     text = path.read_text(encoding="utf-8")
     groups = [g for found in re.findall(r"--params (\S+)", text) for g in found.split(",")]
