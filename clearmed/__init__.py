@@ -2,7 +2,7 @@
 
 The Python API (README "Python API"):
 
-    from clearmed import build_program, evaluate, load_config, results_frame
+    from clearmed import EvalRequest, build_program, estimate_run, evaluate, load_config, results_frame
 
 `import clearmed` loads none of it: each name is imported on first use (`clearmed ask` starts with few modules), and
 mypy sees each one's real type through the TYPE_CHECKING imports. Nothing inside the package imports this face (the
@@ -27,20 +27,23 @@ if (_CHECKOUT / "signatures" / "__init__.py").is_file() and str(_CHECKOUT) not i
 from clearmed.core.version import __version__  # noqa: E402  (after the package path is complete)
 
 if TYPE_CHECKING:
-    from clearmed.api.evaluate import evaluate
+    from clearmed.api.evaluate import estimate_run, evaluate
+    from clearmed.api.request import EvalRequest
     from clearmed.assemble import build_program
     from clearmed.config import load_config
     from clearmed.evaluation.results_table import results_frame
 
 # Each public name -> the module that defines it.
 _DEFINED_IN = {
+    "EvalRequest": "clearmed.api.request",
     "build_program": "clearmed.assemble",
+    "estimate_run": "clearmed.api.evaluate",
     "evaluate": "clearmed.api.evaluate",
     "load_config": "clearmed.config",
     "results_frame": "clearmed.evaluation.results_table",
 }
 
-__all__ = ["__version__", "build_program", "evaluate", "load_config", "results_frame"]
+__all__ = ["EvalRequest", "__version__", "build_program", "estimate_run", "evaluate", "load_config", "results_frame"]
 
 
 if not TYPE_CHECKING:  # for mypy the names are the imports above, so a misspelt one is an error, not an Any

@@ -98,14 +98,24 @@ def test_import_clearmed_loads_only_the_version_until_a_name_is_used() -> None:
 
 
 def test_the_face_names_each_function_where_it_is_defined() -> None:
-    from clearmed.api.evaluate import evaluate
+    from clearmed.api.evaluate import estimate_run, evaluate
+    from clearmed.api.request import EvalRequest
     from clearmed.assemble import build_program
     from clearmed.config import load_config
     from clearmed.evaluation.results_table import results_frame
 
     assert (clearmed.load_config, clearmed.build_program) == (load_config, build_program)
     assert (clearmed.evaluate, clearmed.results_frame) == (evaluate, results_frame)
-    assert set(clearmed.__all__) == {"__version__", "build_program", "evaluate", "load_config", "results_frame"}
+    assert (clearmed.EvalRequest, clearmed.estimate_run) == (EvalRequest, estimate_run)
+    assert set(clearmed.__all__) == {
+        "__version__",
+        "build_program",
+        "evaluate",
+        "load_config",
+        "results_frame",
+        "EvalRequest",
+        "estimate_run",
+    }
     with pytest.raises(AttributeError, match="no attribute 'evaluat'"):
         getattr(clearmed, "evaluat")  # noqa: B009
 

@@ -1,23 +1,27 @@
-"""`clearmed.evaluate`: a program over a benchmark or your own questions into a run folder, from Python.
+"""`clearmed.evaluate`: the one door of a run. `clearmed eval` parses its arguments into an `EvalRequest` and calls
+it; a script builds the same request, or passes its fields as keywords.
 
-It is `clearmed eval` without the command line: the same run harness (`clearmed.evaluation.run_evaluation`: resumable,
-one line per question, the spend log and budget), then the same summary.json, summary.md, leakage.json, plots and
-HTML report, so `clearmed compare`, `clearmed report` and `clearmed.results_frame` read the folder as they read the
-command's. Questions may be plain: a string (free text), a dict with the question, its options and the answer, or a
-`Question` record.
+The run: the questions (a benchmark's, sampled, listed by id or sharded; or a list you give), the config with its
+`--set` overrides and an artifact's thresholds, the program with its recorded pathways, then the run harness
+(`clearmed.evaluation.run_evaluation`: resumable, one line per question, the spend log and budget), and the run
+folder finished in one call (`clearmed.report.run_folder.finish_run_folder`: summary.json, summary.md,
+leakage.json, plots and the HTML report), so `clearmed compare`, `clearmed report` and `clearmed.results_frame`
+read every folder alike. Questions may be plain: a string (free text), a dict with the question, its options and
+the answer, or a `Question` record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from rich.console import Console
 
+from clearmed.api.questions import QuestionInput, given_questions, load_questions, question_of
+from clearmed.api.request import EvalRequest
 from clearmed.core.errors import UsageError
-from clearmed.signatures.records import Question
 
 if TYPE_CHECKING:
     import dspy
@@ -25,202 +29,348 @@ if TYPE_CHECKING:
     from clearmed.benchmarks import BenchmarkSet
     from clearmed.config import ClearmedConfig
     from clearmed.evaluation import EvalSpec, RunSummary
+    from clearmed.evaluation.estimate import Estimate
+    from clearmed.evaluation.recorded import RecordedPathway
+    from clearmed.evaluation.shard import RunShard
+    from clearmed.optimize.artifacts import ProgramArtifact
+    from clearmed.signatures.records import Question
 
-# One question as you may give it: a `Question`, a free-text question's text, or a dict (`PlainQuestion`).
-QuestionInput = Question | str | Mapping[str, object]
+__all__ = ["EvalRequest", "estimate_run", "evaluate", "question_of"]
 
 
 def evaluate(
-    program: str | dspy.Module,
-    questions: str | Sequence[QuestionInput],
-    *,
-    run_dir: str | Path,
-    config: ClearmedConfig | str | Path | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-    source: str | Path | None = None,
-    split: str | None = None,
-    name: str = "questions",
-    num_threads: int | None = None,
-    max_cost: float | None = None,
-    keep_degraded: bool = False,
-    show_progress: bool = True,
+    program: EvalRequest | str | dspy.Module,
+    questions: str | Sequence[QuestionInput] | None = None,
+    /,
+    **options: Any,
 ) -> RunSummary:
-    """Evaluate `program` (a name of `clearmed eval --program`, or a module you built) on `questions` into `run_dir`,
-    and return the run's summary.
+    """Run `program` (a name of `clearmed eval --program`, or a module you built) on `questions` and return the
+    run's summary; or run one `EvalRequest`.
 
-    `questions` is a benchmark name (`clearmed benchmarks`; `source`, `split` as in `clearmed eval`; "demo" for the
-    built-in bundle) or a list: strings, dicts such as ``{"question": ..., "options": [...], "answer": "B"}``, or
-    `Question` records; `name` is the benchmark the folder records for a list. `limit` and `seed` draw the same
-    deterministic sample as the command. `config` is a `ClearmedConfig`, a packaged config name or a TOML path
-    (default: the embedded config); give a built module the config it was built from. Running it again with the same
-    `run_dir` resumes. As the command does, a fatal service error stops the run with no summary, and a budget
+    `questions` is a benchmark name (`clearmed benchmarks`; "demo" for the built-in bundle) or a list: strings,
+    dicts such as ``{"question": ..., "options": [...], "answer": "B"}``, or `Question` records; `name` is the
+    benchmark the folder records for a list. The keywords are `EvalRequest`'s fields, the options of `clearmed eval`
+    (`run_dir`, `config`, `limit`, `seed`, `source`, `split`, `revision`, `ids`, `overrides`, `pathway`, `shard`,
+    `program_artifact`, `threads` (or `num_threads`), `max_cost`, `keep_degraded`, ...). Running it again with the
+    same `run_dir` resumes. As the command does, a fatal service error stops the run with no summary, and a budget
     reached (`max_cost`) writes the summary of what was done and raises `BudgetReached`.
     """
+    request = program if isinstance(program, EvalRequest) else request_of(program, questions, **options)
+    if request.estimate:
+        raise UsageError("an estimate is no run: call clearmed.api.estimate_run(request) for it")
+    run = _Run.prepared(request)
+    run.execute(request.stop_after)
+    summary = run.finish()
+    run.console.print(f"run folder: {run.spec.run_dir}")
+    return summary
+
+
+def estimate_run(request: EvalRequest) -> Estimate:
+    """The expected calls, tokens, dollars, credits and wall time of the questions `request` has left: from stored
+    runs of its program and config (nothing is built or spent), or, with `pilot`, from its first `pilot` questions
+    run first (a budget reached raises `BudgetReached` with the folder summarized)."""
+    run = _Run.prepared(request)
+    if request.pilot:
+        run.execute(request.pilot)
+    return _estimate(run, pilot=bool(request.pilot))
+
+
+def request_of(
+    program: str | dspy.Module, questions: str | Sequence[QuestionInput] | None, **options: Any
+) -> EvalRequest:
+    """The request of the keyword call: `questions` a benchmark name or a list (`name` names a list), and the old
+    `num_threads` spelling of `threads`."""
+    if "num_threads" in options:
+        options["threads"] = options.pop("num_threads")
+    name = options.pop("name", "questions")
+    if questions is None or isinstance(questions, str):
+        benchmark = options.pop("benchmark", None) or questions
+        if benchmark is None:
+            raise UsageError("give the questions: a benchmark name or a list")
+        return EvalRequest(program=program, benchmark=benchmark, **options)
+    given = [question_of(item, position) for position, item in enumerate(questions)]
+    return EvalRequest(program=program, benchmark=name, questions=given, **options)
+
+
+@dataclass
+class _Run:
+    """One request made concrete: its spec (questions, folder, what the manifest records), the config, the
+    artifact and recorded pathways the program is built with, its threads and budget, and the console."""
+
+    request: EvalRequest
+    spec: EvalSpec
+    config: ClearmedConfig
+    artifact: ProgramArtifact | None
+    recorded: list[RecordedPathway]
+    threads: int
+    max_cost: float | None
+    console: Console
+
+    @classmethod
+    def prepared(cls, request: EvalRequest) -> _Run:
+        config = _config(request)
+        bench = _question_set(request)
+        if not bench.questions:
+            raise UsageError(f"{bench.name}: no questions to evaluate")
+        spec, config, artifact, recorded = _eval_spec(request, config, bench)
+        console = Console(stderr=True)
+        if bench.n_skipped:
+            console.print(f"[yellow]{bench.n_skipped} malformed rows skipped[/]", highlight=False)
+            for issue in bench.skipped[:3]:
+                console.print(f"  {issue.location}: {issue.reason}", markup=False, highlight=False)
+        max_cost = request.max_cost if request.max_cost is not None else config.run.max_cost
+        if max_cost is not None and max_cost <= 0:
+            raise UsageError(f"max_cost must be a positive number of US dollars, not {max_cost:g} (--max-cost)")
+        if request.pilot is not None and (not request.estimate or request.pilot < 1):
+            raise UsageError("--pilot N (N >= 1) runs the first N questions for --estimate; give both")
+        threads = request.threads or config.run.num_threads
+        return cls(request, spec, config, artifact, recorded, threads, max_cost, console)
+
+    def execute(self, stop_after: int | None) -> None:
+        """Run the questions left (the first `stop_after` of them, if given) into the folder; a budget reached
+        summarizes the folder, as a stopped run is left, and raises `BudgetReached`."""
+        from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
+        from clearmed.evaluation import run_evaluation
+        from clearmed.evaluation.runner import BudgetReached
+        from clearmed.evaluation.scoring import scorer_for
+
+        module = _built(self.request.program, self.config, self.artifact, self.recorded)
+        reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
+        try:
+            # Ctrl-C lets the questions in flight finish (and raises KeyboardInterrupt), a second one cuts their
+            # retries and attempts short.
+            with second_interrupt_cuts_retries():
+                run_evaluation(
+                    self.spec,
+                    self.config,
+                    module,
+                    scorer=scorer_for(self.config),
+                    num_threads=self.threads,
+                    console=self.console,
+                    show_progress=self.request.show_progress,
+                    stop_after=stop_after,
+                    keep_degraded=self.request.keep_degraded,
+                    max_cost=self.max_cost,
+                )
+        except BudgetReached:
+            self.finish()
+            raise
+
+    def finish(self) -> RunSummary:
+        """summary.json, summary.md, leakage.json, plots and the HTML report of what the run folder holds."""
+        from clearmed.evaluation.spend import Prices
+        from clearmed.report.run_folder import finish_run_folder
+
+        return finish_run_folder(self.spec.run_dir, Prices.of(self.config), self.console)
+
+
+def _config(request: EvalRequest) -> ClearmedConfig:
     from clearmed.config import ClearmedConfig, load_config
+
+    if not isinstance(request.config, ClearmedConfig):
+        return load_config(str(request.config) if request.config else None, overrides=request.overrides)
+    if request.overrides:
+        raise UsageError("overrides (--set) apply to a config name or TOML path, not to a loaded config")
+    return request.config
+
+
+def _question_set(request: EvalRequest) -> BenchmarkSet:
+    """The questions of the run: a benchmark's (as `clearmed eval --benchmark` loads them), or the list given."""
+    if request.limit is not None and request.limit < 1:
+        raise UsageError(f"limit must be a positive number of questions, not {request.limit}")
+    if request.questions is None:
+        return load_questions(request)
+    if request.source is not None or request.split is not None:
+        raise UsageError("source and split choose a benchmark's file; a list of questions takes neither")
+    if request.ids or request.revision:
+        raise UsageError("ids and revision choose a benchmark's questions; a list of questions takes neither")
+    return given_questions(request.questions, name=request.benchmark, limit=request.limit, seed=request.seed)
+
+
+def _eval_spec(
+    request: EvalRequest, config: ClearmedConfig, bench: BenchmarkSet
+) -> tuple[EvalSpec, ClearmedConfig, ProgramArtifact | None, list[RecordedPathway]]:
+    """The run to make: its spec (named by the program, its artifact and its recorded pathways), the config carrying
+    the artifact's thresholds, the artifact and the recorded pathways."""
     from clearmed.evaluation import EvalSpec
 
-    config = config if isinstance(config, ClearmedConfig) else load_config(str(config) if config else None)
-    bench = _question_set(questions, name=name, limit=limit, seed=seed, source=source, split=split)
-    module, label = _program(program, config)
-    spec = EvalSpec(
-        program=label,
-        benchmark=bench.name,
-        source=bench.source,
-        questions=bench.questions,
-        run_dir=Path(run_dir),
-        limit=limit,
-        seed=seed,
+    artifact, config = artifact_of(request.program_artifact, config)
+    questions, shard = _sharded(request.shard, bench.questions)
+    if artifact is not None:
+        from clearmed.optimize.artifacts import refuse_seen_ids
+
+        refuse_seen_ids([q.id for q in questions], artifact, allow=request.allow_train_overlap)
+    name = _program_name(request.program)
+    label = name if artifact is None else f"{name}+{artifact.path.resolve().name}"
+    recorded = recorded_pathways(request.pathway, questions)
+    label += "".join(f"+{r.pathway}={r.label}" for r in recorded)
+    run_dir = (
+        Path(request.run_dir)
+        if request.run_dir
+        else default_run_dir(
+            config.run.runs_dir,
+            Path(config.source).stem,
+            request.benchmark,
+            label,
+            request.limit,
+            request.seed,
+            shard=(shard.index, shard.count) if shard else None,
+        )
     )
-    return _run(spec, config, module, num_threads, max_cost, keep_degraded=keep_degraded, progress=show_progress)
+    spec = EvalSpec(
+        program=name,
+        benchmark=request.benchmark,
+        source=bench.source,
+        questions=questions,
+        run_dir=run_dir,
+        limit=request.limit,
+        seed=request.seed,
+        artifact=str(artifact.path.resolve()) if artifact is not None else None,
+        recorded_pathways={r.pathway: r.source for r in recorded},
+        shard=shard,
+        dataset_revision=bench.revision,
+    )
+    return spec, config, artifact, recorded
 
 
-def _run(
-    spec: EvalSpec,
-    config: ClearmedConfig,
-    module: dspy.Module,
-    num_threads: int | None,
-    max_cost: float | None,
-    *,
-    keep_degraded: bool,
-    progress: bool,
-) -> RunSummary:
-    from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
-    from clearmed.evaluation import run_evaluation
-    from clearmed.evaluation.runner import BudgetReached
-    from clearmed.evaluation.scoring import scorer_for
-    from clearmed.evaluation.spend import Prices
-    from clearmed.report.run_folder import finish_run_folder
+def default_run_dir(
+    runs_dir: Path,
+    config_name: str,
+    benchmark: str,
+    program: str,
+    limit: int | None,
+    seed: int,
+    shard: tuple[int, int] | None = None,
+) -> Path:
+    """The same command always names the same folder, so rerunning it resumes; shard K of N is a sibling folder of
+    the run's own (where `clearmed merge` puts the joined run)."""
+    size = f"n{limit}" if limit else "all"
+    part = f"-shard{shard[0]}of{shard[1]}" if shard else ""
+    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{part}"
 
-    max_cost = max_cost if max_cost is not None else config.run.max_cost
-    if max_cost is not None and max_cost <= 0:
-        raise UsageError(f"max_cost must be a positive number of US dollars, not {max_cost:g}")
-    console = Console(stderr=True)
-    reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
-    try:
-        # As on the command line: Ctrl-C lets the questions in flight finish (and raises KeyboardInterrupt), a
-        # second one cuts their retries and attempts short.
-        with second_interrupt_cuts_retries():
-            run_evaluation(
-                spec,
-                config,
-                module,
-                scorer=scorer_for(config),
-                num_threads=num_threads or config.run.num_threads,
-                console=console,
-                show_progress=progress,
-                keep_degraded=keep_degraded,
-                max_cost=max_cost,
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+def artifact_of(path: str | Path | None, config: ClearmedConfig) -> tuple[ProgramArtifact | None, ClearmedConfig]:
+    """The `--program-artifact` (None: none given) and the config carrying its thresholds."""
+    if not path:
+        return None, config
+    from clearmed.optimize.artifacts import with_artifact
+
+    return with_artifact(str(path), config)
+
+
+def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Question], RunShard | None]:
+    """`--shard K/N`: shard K of the run's questions (clearmed.evaluation.shard), else all of them."""
+    if given is None:
+        return list(questions), None
+    from clearmed.evaluation.shard import parse_shard, take_shard
+
+    index, count = parse_shard(given)
+    return take_shard(questions, [q.id for q in questions], index, count)
+
+
+def recorded_pathways(given: Sequence[str], questions: Sequence[Question]) -> list[RecordedPathway]:
+    """`--pathway NAME=SOURCE` as recorded (or absent) pathways; a bad form or an unreadable source is one line."""
+    from clearmed.evaluation.recorded import RecordedPathwayError, absent_pathway, read_recorded_pathway
+
+    chosen: dict[str, RecordedPathway] = {}
+    for item in given:
+        name, sep, source = item.partition("=")
+        if not sep or name not in ("parametric", "local", "dynamic") or not source:
+            raise UsageError(f"--pathway {item!r}: give NAME=SOURCE with NAME parametric, local or dynamic")
+        if name in chosen:
+            raise UsageError(f"--pathway {name} is given twice")
+        try:
+            chosen[name] = (
+                absent_pathway(name, questions)  # type: ignore[arg-type]
+                if source == "absent"
+                else read_recorded_pathway(Path(source), name, questions)  # type: ignore[arg-type]
             )
-    except BudgetReached:
-        finish_run_folder(spec.run_dir, Prices.of(config), console)  # as `clearmed eval` leaves a stopped run
-        raise
-    return finish_run_folder(spec.run_dir, Prices.of(config), console)
+        except RecordedPathwayError as err:
+            raise UsageError(f"--pathway {name}: {err}") from None
+    return list(chosen.values())
 
 
-def _program(program: str | dspy.Module, config: ClearmedConfig) -> tuple[dspy.Module, str]:
-    """The module to run and the name its run folder records."""
+def _program_name(program: object) -> str:
+    """The name the run folder records: the program's name, or a built module's `program_name` (else its class)."""
     if isinstance(program, str):
-        from clearmed.assemble import build_program
-
-        return build_program(program, config), program
+        return program
     import dspy
 
     if not isinstance(program, dspy.Module):
         raise UsageError(f"program must be a program name or a dspy.Module, not {type(program).__name__}")
     label = getattr(program, "program_name", None)
-    return program, label if isinstance(label, str) and label else type(program).__name__.lower()
+    return label if isinstance(label, str) and label else type(program).__name__.lower()
 
 
-def _question_set(
-    questions: str | Sequence[QuestionInput],
-    *,
-    name: str,
-    limit: int | None,
-    seed: int,
-    source: str | Path | None,
-    split: str | None,
-) -> BenchmarkSet:
-    """The questions of the run: a benchmark's (as `clearmed eval --benchmark` loads them), or the list given."""
-    from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
+def _built(
+    program: object, config: ClearmedConfig, artifact: ProgramArtifact | None, recorded: Sequence[RecordedPathway]
+) -> dspy.Module:
+    """The module to run: the program built by name with its recorded pathways, or the module given; with the
+    artifact's prompts and thresholds loaded (what did not transfer is said on stderr)."""
+    if isinstance(program, str):
+        from clearmed.assemble import build_program
 
-    if limit is not None and limit < 1:
-        raise UsageError(f"limit must be a positive number of questions, not {limit}")
-    if isinstance(questions, str):
-        if questions == "demo":
-            from clearmed.demo import demo_questions
-
-            chosen = sample(list(demo_questions()), limit=limit, seed=seed)
-            bench = BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
-        else:
-            bench = load_benchmark(questions, source=source, split=split, limit=limit, seed=seed)
+        module: dspy.Module = build_program(program, config, pathways={r.pathway: r.module() for r in recorded})
+    elif recorded:
+        raise UsageError("--pathway replaces a pathway of a program built by name, not of a module you built")
     else:
-        if source is not None or split is not None:
-            raise UsageError("source and split choose a benchmark's file; a list of questions takes neither")
-        given = [question_of(item, position) for position, item in enumerate(questions)]
-        _refuse_repeated_ids(given)
-        chosen = sample(given, limit=limit, seed=seed)
-        bench = BenchmarkSet(name=name, source="Python API", split="given", questions=chosen)
-    if not bench.questions:
-        raise UsageError(f"{bench.name}: no questions to evaluate")
-    return bench
+        module = program  # _program_name checked it
+    if artifact is not None:
+        from clearmed.optimize.artifacts import apply_artifact
+
+        for warning in apply_artifact(module, artifact, config):
+            Console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
+    return module
 
 
-class PlainQuestion(BaseModel):
-    """A question as a dict gives it: its text, its options (a list, lettered A, B, C, ... in order, or letters to
-    texts; none for free text), the gold (`Question.of`), and an id if it has one."""
+def _estimate(run: _Run, *, pilot: bool) -> Estimate:
+    """The expected calls, tokens, dollars, credits and wall time of the questions the run has left."""
+    from clearmed.evaluation.estimate import basis_records, estimate, stored_runs
+    from clearmed.evaluation.spend import Prices
+    from clearmed.evaluation.store import read_records
 
-    model_config = ConfigDict(extra="forbid")
-
-    question: str
-    options: list[str] | dict[str, str] | None = None
-    answer: str | list[str] | None = None
-    id: str | None = None
-    multi: bool = False
-    context: str | None = None
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _not_one_string(cls, value: object) -> object:
-        if isinstance(value, str):  # "A: x, B: y" is no list: refused in the words of the list, not of the union
-            raise ValueError("give a list of option texts (or letters to texts), not one string")
-        return value
-
-    def record(self) -> Question:
-        return Question.of(
-            self.question, self.options, answer=self.answer, id=self.id, multi=self.multi, context=self.context
+    spec, config = run.spec, run.config
+    done = {r.question_id for r in read_records(spec.run_dir) if not r.degraded} if spec.run_dir.is_dir() else set()
+    left = sum(1 for q in spec.questions if q.id not in done)
+    if pilot:
+        runs = [(spec.run_dir, spec.benchmark)]
+    else:
+        found = stored_runs(
+            config.run.runs_dir,
+            config,
+            program=spec.program,
+            artifact=spec.artifact,
+            recorded_pathways=spec.recorded_pathways,
+            extra=[spec.run_dir],
         )
-
-
-def question_of(item: QuestionInput, position: int = 0) -> Question:
-    """One question of a list, as a `Question`; a malformed one is one line naming its position (from 0)."""
-    if isinstance(item, Question):
-        return item
-    try:
-        if isinstance(item, str):
-            return Question.of(item)
-        if isinstance(item, Mapping):
-            return PlainQuestion.model_validate(item).record()
-    except ValidationError as err:
-        raise UsageError(f"question {position}: {_reasons(err)}") from None
-    except ValueError as err:
-        raise UsageError(f"question {position}: {err}") from None
-    raise UsageError(f"question {position}: a question is a string, a dict or a Question, not {type(item).__name__}")
-
-
-def _reasons(err: ValidationError) -> str:
-    return "; ".join(
-        ".".join(map(str, e["loc"])) + ": " + e["msg"].removeprefix("Value error, ") if e["loc"] else e["msg"]
-        for e in err.errors()
-    )
-
-
-def _refuse_repeated_ids(questions: Sequence[Question]) -> None:
-    seen: dict[str, int] = {}
-    for position, question in enumerate(questions):
-        if question.id in seen:
+        runs = [(folder, manifest.benchmark) for folder, manifest in found]
+        if not runs:
             raise UsageError(
-                f"questions {seen[question.id]} and {position} have the same id {question.id!r} (the same question "
-                "twice, or give each an id)"
+                f"no stored run of {spec.program} with this config under {config.run.runs_dir} to estimate from; "
+                "run a short pilot instead: add --pilot 5"
             )
-        seen[question.id] = position
+    same = [folder for folder, benchmark in runs if benchmark == spec.benchmark]
+    folders = same or [folder for folder, _ in runs]
+    records = basis_records(folders)
+    if not records:
+        raise UsageError(f"the stored runs ({', '.join(map(str, folders))}) hold no clean question to estimate from")
+    credits = None
+    if config.search is not None and config.search.backend == "tavily":
+        from clearmed.retrieval.tavily import search_credits
+
+        credits = float(search_credits(config.search.tavily.search_depth))
+    return estimate(
+        records,
+        Prices.of(config),
+        questions=left,
+        threads=run.threads,
+        basis_runs=[str(folder) for folder in folders],
+        same_benchmark=bool(same),
+        credits_per_search=credits,
+    )

@@ -1,251 +1,47 @@
-"""`clearmed eval` and `clearmed compare`: thin wrappers over `clearmed.evaluation`."""
+"""`clearmed eval` (its arguments into one `clearmed.api.request.EvalRequest`), `clearmed compare` and `clearmed benchmarks`."""
 
 from __future__ import annotations
 
 import argparse
-import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from clearmed.cli.program_setup import (
-    add_artifact_argument,
-    add_config_arguments,
-    artifact_from_args,
-    built_program,
-    config_from_args,
-)
+from clearmed.api.evaluate import default_run_dir
+from clearmed.api.questions import load_questions as _load_questions
+from clearmed.api.questions import shared_source
+from clearmed.cli.program_setup import add_artifact_argument, add_config_arguments
 from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from clearmed.benchmarks import BenchmarkSet, OnError
-    from clearmed.config import ClearmedConfig
-    from clearmed.evaluation import EvalSpec, RunSummary
-    from clearmed.evaluation.recorded import RecordedPathway
-    from clearmed.evaluation.shard import RunShard
-    from clearmed.optimize.artifacts import ProgramArtifact
-    from clearmed.signatures.records import Question
+    from clearmed.evaluation import RunSummary
 
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
-
-
-def default_run_dir(
-    runs_dir: Path,
-    config_name: str,
-    benchmark: str,
-    program: str,
-    limit: int | None,
-    seed: int,
-    shard: tuple[int, int] | None = None,
-) -> Path:
-    """The same command always names the same folder, so rerunning it resumes; shard K of N is a sibling folder of
-    the run's own (where `clearmed merge` puts the joined run)."""
-    size = f"n{limit}" if limit else "all"
-    part = f"-shard{shard[0]}of{shard[1]}" if shard else ""
-    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{part}"
-
-
-def shared_source(benchmark: str) -> Path:
-    """`--source shared`: the benchmark's file in the shared development data folder."""
-    from clearmed.benchmarks import benchmark_info
-    from clearmed.retrieval.corpus import shared_data_root
-
-    info = benchmark_info(benchmark)
-    if not info.shared_file:
-        raise UsageError(f"{benchmark} has no file in the shared data; pass --source <file> or use the hub")
-    return shared_data_root() / "benchmarks" / info.shared_file
-
-
-def _load_questions(args: argparse.Namespace) -> BenchmarkSet:
-    from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
-
-    revision = getattr(args, "revision", None)  # commands without --revision hand their own namespace
-    wanted = _wanted_ids(args)
-    if args.benchmark == "demo":
-        if revision is not None:
-            raise UsageError("--revision picks a Hugging Face hub revision; the demo bundle has none")
-        from clearmed.demo import demo_questions
-
-        chosen = list(demo_questions()) if wanted else sample(list(demo_questions()), limit=args.limit, seed=args.seed)
-        bench = BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
-        return _only(bench, wanted, args.benchmark) if wanted else bench
-    source = shared_source(args.benchmark) if args.source == "shared" else args.source
-    on_error: OnError = "skip" if args.skip_bad_rows else "raise"
-    if wanted:  # exactly these questions, in the file's order (a held-out test split, say)
-        bench = load_benchmark(args.benchmark, source=source, split=args.split, on_error=on_error, revision=revision)
-        return _only(bench, wanted, args.benchmark)
-    return load_benchmark(
-        args.benchmark,
-        source=source,
-        split=args.split,
-        limit=args.limit,
-        seed=args.seed,
-        on_error=on_error,
-        revision=revision,
-    )
-
-
-def _wanted_ids(args: argparse.Namespace) -> list[str]:
-    """`--ids FILE`: its ids, in order (none without it). An id listed twice is refused in one line naming it: the
-    run would answer one question twice, and a summary scores each question once."""
-    if not getattr(args, "ids", None):
-        return []
-    from clearmed.optimize.splits import read_id_file
-
-    if args.limit:
-        raise UsageError("give --ids or --limit, not both")
-    wanted = read_id_file(args.ids)
-    seen: set[str] = set()
-    for qid in wanted:
-        if qid in seen:
-            raise UsageError(f"--ids {args.ids}: the id {qid!r} is listed twice; list each question once")
-        seen.add(qid)
-    return wanted
-
-
-def _only(bench: BenchmarkSet, wanted: Sequence[str], benchmark: str) -> BenchmarkSet:
-    """The benchmark's questions with these ids, in this order; an id it lacks is one line."""
-    by_id = {q.id: q for q in bench.questions}
-    missing = [qid for qid in wanted if qid not in by_id]
-    if missing:
-        raise UsageError(f"--ids: {len(missing)} ids are not in {benchmark} (first: {missing[0]})")
-    return bench.model_copy(update={"questions": [by_id[qid] for qid in wanted]})
-
-
-def _recorded_pathways(given: list[str], questions: Sequence[Question]) -> list[RecordedPathway]:
-    """`--pathway NAME=SOURCE` as recorded (or absent) pathways; a bad form or an unreadable source is one line."""
-    from clearmed.evaluation.recorded import RecordedPathwayError, absent_pathway, read_recorded_pathway
-
-    chosen: dict[str, RecordedPathway] = {}
-    for item in given:
-        name, sep, source = item.partition("=")
-        if not sep or name not in ("parametric", "local", "dynamic") or not source:
-            raise UsageError(f"--pathway {item!r}: give NAME=SOURCE with NAME parametric, local or dynamic")
-        if name in chosen:
-            raise UsageError(f"--pathway {name} is given twice")
-        try:
-            chosen[name] = (
-                absent_pathway(name, questions)  # type: ignore[arg-type]
-                if source == "absent"
-                else read_recorded_pathway(Path(source), name, questions)  # type: ignore[arg-type]
-            )
-        except RecordedPathwayError as err:
-            raise UsageError(f"--pathway {name}: {err}") from None
-    return list(chosen.values())
+__all__ = ["_load_questions", "default_run_dir", "shared_source"]  # other commands and scripts import them here
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Exit codes: 0 done, 2 bad input or a fatal service error (a rejected key, an exhausted balance, a missing
-    model: the run stops after its questions in flight and resumes with the same command), 3 the budget reached."""
+    """The arguments as one `EvalRequest` through `clearmed.api` (each option is a field of the same name). Exit
+    codes: 0 done, 2 bad input or a fatal service error (a rejected key, an exhausted balance, a missing model: the
+    run stops after its questions in flight and resumes with the same command), 3 the budget reached."""
+    from clearmed.api.evaluate import estimate_run, evaluate
+    from clearmed.api.request import EvalRequest
     from clearmed.core.errors import FatalServiceError
-    from clearmed.evaluation import run_evaluation
     from clearmed.evaluation.runner import BudgetReached
 
-    config = config_from_args(args)
-    bench = _load_questions(args)
-    if not bench.questions:
-        raise UsageError(f"{args.benchmark}: no questions to evaluate")
-    spec, config, artifact, recorded = _eval_spec(args, config, bench)
-    console = Console(stderr=True)
-    if bench.n_skipped:
-        console.print(f"[yellow]{bench.n_skipped} malformed rows skipped[/]", highlight=False)
-        for issue in bench.skipped[:3]:
-            console.print(f"  {issue.location}: {issue.reason}", markup=False, highlight=False)
-    threads = args.threads or config.run.num_threads
-    max_cost = args.max_cost if args.max_cost is not None else config.run.max_cost
-    if max_cost is not None and max_cost <= 0:
-        raise UsageError(f"--max-cost must be a positive number of US dollars, not {max_cost:g}")
-    if args.pilot is not None and (not args.estimate or args.pilot < 1):
-        raise UsageError("--pilot N (N >= 1) runs the first N questions for --estimate; give both")
-    if args.estimate and not args.pilot:  # from stored runs: nothing is built, nothing is spent
-        Console(soft_wrap=True).print(_estimate_text(spec, config, threads, pilot=False), markup=False)
-        return 0
-    from clearmed.evaluation.scoring import scorer_for
-
-    program = built_program(args.program, config, artifact, pathways={r.pathway: r.module() for r in recorded})
+    request = EvalRequest(**{name: value for name, value in vars(args).items() if name in EvalRequest.model_fields})
     try:
-        run_evaluation(
-            spec,
-            config,
-            program,
-            scorer=scorer_for(config),
-            num_threads=threads,
-            console=console,
-            stop_after=args.pilot if args.estimate else args.stop_after,
-            keep_degraded=args.keep_degraded,
-            max_cost=max_cost,
-        )
+        if request.estimate:
+            Console(soft_wrap=True).print(estimate_run(request).render(request.benchmark), markup=False)
+            return 0
+        summary = evaluate(request)
     except FatalServiceError as err:  # one line, no summary: the folder holds what finished, and resumes
         raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
-    except BudgetReached as err:
-        _write_summary(spec, config, console)
-        console.print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
+    except BudgetReached as err:  # the folder is summarized
+        Console(stderr=True).print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
         return 3
-    if args.estimate:
-        Console(soft_wrap=True).print(_estimate_text(spec, config, threads, pilot=True), markup=False)
-        return 0
-    _print_summary(_write_summary(spec, config, console))
-    console.print(f"run folder: {spec.run_dir}")
+    _print_summary(summary)
     return 0
-
-
-def _eval_spec(
-    args: argparse.Namespace, config: ClearmedConfig, bench: BenchmarkSet
-) -> tuple[EvalSpec, ClearmedConfig, ProgramArtifact | None, list[RecordedPathway]]:
-    """The run to make: its spec (named by the program, its artifact and its recorded pathways), the config carrying
-    the artifact's thresholds, the artifact and the recorded pathways."""
-    from clearmed.evaluation import EvalSpec
-
-    artifact, config = artifact_from_args(args, config)
-    questions, shard = _sharded(args.shard, bench.questions)
-    if artifact is not None:
-        from clearmed.optimize.artifacts import refuse_seen_ids
-
-        refuse_seen_ids([q.id for q in questions], artifact, allow=args.allow_train_overlap)
-    label = args.program if artifact is None else f"{args.program}+{artifact.path.resolve().name}"
-    recorded = _recorded_pathways(args.pathway, questions)
-    label += "".join(f"+{r.pathway}={r.label}" for r in recorded)
-    run_dir = (
-        Path(args.run_dir)
-        if args.run_dir
-        else default_run_dir(
-            config.run.runs_dir,
-            Path(config.source).stem,
-            args.benchmark,
-            label,
-            args.limit,
-            args.seed,
-            shard=(shard.index, shard.count) if shard else None,
-        )
-    )
-    spec = EvalSpec(
-        program=args.program,
-        benchmark=args.benchmark,
-        source=bench.source,
-        questions=questions,
-        run_dir=run_dir,
-        limit=args.limit,
-        seed=args.seed,
-        artifact=str(artifact.path.resolve()) if artifact is not None else None,
-        recorded_pathways={r.pathway: r.source for r in recorded},
-        shard=shard,
-        dataset_revision=bench.revision,
-    )
-    return spec, config, artifact, recorded
-
-
-def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Question], RunShard | None]:
-    """`--shard K/N`: shard K of the run's questions (clearmed.evaluation.shard), else all of them."""
-    if given is None:
-        return list(questions), None
-    from clearmed.evaluation.shard import parse_shard, take_shard
-
-    index, count = parse_shard(given)
-    return take_shard(questions, [q.id for q in questions], index, count)
 
 
 def _print_summary(summary: RunSummary) -> None:
@@ -254,61 +50,6 @@ def _print_summary(summary: RunSummary) -> None:
     Console(soft_wrap=True).print(
         comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
     )
-
-
-def _write_summary(spec: EvalSpec, config: ClearmedConfig, console: Console) -> RunSummary:
-    """summary.json, summary.md, leakage.json, plots and the HTML report of what the run folder holds."""
-    from clearmed.evaluation.spend import Prices
-    from clearmed.report.run_folder import finish_run_folder
-
-    return finish_run_folder(spec.run_dir, Prices.of(config), console)
-
-
-def _estimate_text(spec: EvalSpec, config: ClearmedConfig, threads: int, *, pilot: bool) -> str:
-    """The expected calls, tokens, dollars, credits and wall time of the questions the run has left."""
-    from clearmed.evaluation.estimate import basis_records, estimate, stored_runs
-    from clearmed.evaluation.spend import Prices
-    from clearmed.evaluation.store import read_records
-
-    done = {r.question_id for r in read_records(spec.run_dir) if not r.degraded} if spec.run_dir.is_dir() else set()
-    left = sum(1 for q in spec.questions if q.id not in done)
-    if pilot:
-        runs = [(spec.run_dir, spec.benchmark)]
-    else:
-        found = stored_runs(
-            config.run.runs_dir,
-            config,
-            program=spec.program,
-            artifact=spec.artifact,
-            recorded_pathways=spec.recorded_pathways,
-            extra=[spec.run_dir],
-        )
-        runs = [(folder, manifest.benchmark) for folder, manifest in found]
-        if not runs:
-            raise UsageError(
-                f"no stored run of {spec.program} with this config under {config.run.runs_dir} to estimate from; "
-                "run a short pilot instead: add --pilot 5"
-            )
-    same = [folder for folder, benchmark in runs if benchmark == spec.benchmark]
-    folders = same or [folder for folder, _ in runs]
-    records = basis_records(folders)
-    if not records:
-        raise UsageError(f"the stored runs ({', '.join(map(str, folders))}) hold no clean question to estimate from")
-    credits = None
-    if config.search is not None and config.search.backend == "tavily":
-        from clearmed.retrieval.tavily import search_credits
-
-        credits = float(search_credits(config.search.tavily.search_depth))
-    result = estimate(
-        records,
-        Prices.of(config),
-        questions=left,
-        threads=threads,
-        basis_runs=[str(folder) for folder in folders],
-        same_benchmark=bool(same),
-        credits_per_search=credits,
-    )
-    return result.render(spec.benchmark)
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -1,0 +1,165 @@
+"""The questions of a run: a benchmark's (its file, split, revision, a seeded sample or an id list), or the list a
+Python caller gives (strings, dicts or `Question` records). Every bad input is one line naming the option."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from clearmed.core.errors import UsageError
+from clearmed.signatures.records import Question
+
+if TYPE_CHECKING:
+    from clearmed.benchmarks import BenchmarkSet, OnError
+
+# One question as you may give it: a `Question`, a free-text question's text, or a dict (`PlainQuestion`).
+QuestionInput = Question | str | Mapping[str, object]
+
+
+def shared_source(benchmark: str) -> Path:
+    """`--source shared`: the benchmark's file in the shared development data folder."""
+    from clearmed.benchmarks import benchmark_info
+    from clearmed.retrieval.corpus import shared_data_root
+
+    info = benchmark_info(benchmark)
+    if not info.shared_file:
+        raise UsageError(f"{benchmark} has no file in the shared data; pass --source <file> or use the hub")
+    return shared_data_root() / "benchmarks" / info.shared_file
+
+
+class QuestionOptions(Protocol):
+    """The options that choose a benchmark's questions: an `EvalRequest`, or the parsed arguments of a command
+    (one without `--ids` or `--revision` has neither attribute)."""
+
+    benchmark: str
+    source: str | Path | None
+    split: str | None
+    limit: int | None
+    seed: int
+    skip_bad_rows: bool
+
+
+def load_questions(options: QuestionOptions) -> BenchmarkSet:
+    """A benchmark's questions: the ids of the `ids` file in its order, else a seeded sample of `limit` (all
+    without one); "demo" is the built-in bundle, `source` "shared" the shared data folder's file."""
+    from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
+
+    benchmark, limit, seed = options.benchmark, options.limit, options.seed
+    revision: str | None = getattr(options, "revision", None)
+    wanted = wanted_ids(getattr(options, "ids", None), limit)
+    if benchmark == "demo":
+        if revision is not None:
+            raise UsageError("--revision picks a Hugging Face hub revision; the demo bundle has none")
+        from clearmed.demo import demo_questions
+
+        chosen = list(demo_questions()) if wanted else sample(list(demo_questions()), limit=limit, seed=seed)
+        bench = BenchmarkSet(name="demo", source="built-in demo bundle", split="demo", questions=chosen)
+        return _only(bench, wanted, benchmark) if wanted else bench
+    source = shared_source(benchmark) if options.source == "shared" else options.source
+    on_error: OnError = "skip" if options.skip_bad_rows else "raise"
+    split = options.split
+    if wanted:  # exactly these questions, in the file's order (a held-out test split, say)
+        bench = load_benchmark(benchmark, source=source, split=split, on_error=on_error, revision=revision)
+        return _only(bench, wanted, benchmark)
+    return load_benchmark(
+        benchmark, source=source, split=split, limit=limit, seed=seed, on_error=on_error, revision=revision
+    )
+
+
+def wanted_ids(ids: str | Path | None, limit: int | None) -> list[str]:
+    """`--ids FILE`: its ids, in order (none without it). An id listed twice is refused in one line naming it: the
+    run would answer one question twice, and a summary scores each question once."""
+    if not ids:
+        return []
+    from clearmed.optimize.splits import read_id_file
+
+    if limit:
+        raise UsageError("give --ids or --limit, not both")
+    wanted = read_id_file(ids)
+    seen: set[str] = set()
+    for qid in wanted:
+        if qid in seen:
+            raise UsageError(f"--ids {ids}: the id {qid!r} is listed twice; list each question once")
+        seen.add(qid)
+    return wanted
+
+
+def _only(bench: BenchmarkSet, wanted: Sequence[str], benchmark: str) -> BenchmarkSet:
+    """The benchmark's questions with these ids, in this order; an id it lacks is one line."""
+    by_id = {q.id: q for q in bench.questions}
+    missing = [qid for qid in wanted if qid not in by_id]
+    if missing:
+        raise UsageError(f"--ids: {len(missing)} ids are not in {benchmark} (first: {missing[0]})")
+    return bench.model_copy(update={"questions": [by_id[qid] for qid in wanted]})
+
+
+def given_questions(questions: Sequence[Question], *, name: str, limit: int | None, seed: int) -> BenchmarkSet:
+    """A list the caller gave, as a benchmark named `name` (a seeded sample of `limit` of it)."""
+    from clearmed.benchmarks import BenchmarkSet, sample
+
+    _refuse_repeated_ids(questions)
+    chosen = sample(list(questions), limit=limit, seed=seed)
+    return BenchmarkSet(name=name, source="Python API", split="given", questions=chosen)
+
+
+class PlainQuestion(BaseModel):
+    """A question as a dict gives it: its text, its options (a list, lettered A, B, C, ... in order, or letters to
+    texts; none for free text), the gold (`Question.of`), and an id if it has one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    options: list[str] | dict[str, str] | None = None
+    answer: str | list[str] | None = None
+    id: str | None = None
+    multi: bool = False
+    context: str | None = None
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _not_one_string(cls, value: object) -> object:
+        if isinstance(value, str):  # "A: x, B: y" is no list: refused in the words of the list, not of the union
+            raise ValueError("give a list of option texts (or letters to texts), not one string")
+        return value
+
+    def record(self) -> Question:
+        return Question.of(
+            self.question, self.options, answer=self.answer, id=self.id, multi=self.multi, context=self.context
+        )
+
+
+def question_of(item: QuestionInput, position: int = 0) -> Question:
+    """One question of a list, as a `Question`; a malformed one is one line naming its position (from 0)."""
+    if isinstance(item, Question):
+        return item
+    try:
+        if isinstance(item, str):
+            return Question.of(item)
+        if isinstance(item, Mapping):
+            return PlainQuestion.model_validate(item).record()
+    except ValidationError as err:
+        raise UsageError(f"question {position}: {_reasons(err)}") from None
+    except ValueError as err:
+        raise UsageError(f"question {position}: {err}") from None
+    raise UsageError(f"question {position}: a question is a string, a dict or a Question, not {type(item).__name__}")
+
+
+def _reasons(err: ValidationError) -> str:
+    return "; ".join(
+        ".".join(map(str, e["loc"])) + ": " + e["msg"].removeprefix("Value error, ") if e["loc"] else e["msg"]
+        for e in err.errors()
+    )
+
+
+def _refuse_repeated_ids(questions: Sequence[Question]) -> None:
+    seen: dict[str, int] = {}
+    for position, question in enumerate(questions):
+        if question.id in seen:
+            raise UsageError(
+                f"questions {seen[question.id]} and {position} have the same id {question.id!r} (the same question "
+                "twice, or give each an id)"
+            )
+        seen[question.id] = position

@@ -1,0 +1,51 @@
+"""`EvalRequest`: one run of a program over questions, as `clearmed eval` and `clearmed.evaluate` both take it.
+
+Each field is an option of `clearmed eval`, named as its argparse destination (`--set` is `overrides`, `-c` is
+`config`), so the command line builds the request from its parsed arguments with no table between them, and a new
+option without a field here is caught by tests/test_one_door.py. The few fields after them are the Python door's
+own: questions given as a list, the folder name a list records, and whether the progress bar is drawn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from clearmed.config import ClearmedConfig
+from clearmed.signatures.records import Question
+
+
+class EvalRequest(BaseModel):
+    """Everything one run of `clearmed eval` is made of; unset fields mean what the command's defaults mean."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    # Which questions: a benchmark name (`clearmed benchmarks`, or "demo") and how to read it.
+    program: Any = "clear"  # a program name, or a dspy.Module you built (checked when the run starts)
+    benchmark: str = "demo"
+    source: str | Path | None = None  # a local file, or "shared" (the shared data folder's copy)
+    split: str | None = None
+    revision: str | None = None  # a hub branch, tag or commit
+    config: ClearmedConfig | str | Path | None = None  # a config, a packaged config name or a TOML path
+    overrides: list[str] = []  # SECTION.KEY=VALUE, as `--set` gives them
+    limit: int | None = None
+    seed: int = 0
+    ids: str | Path | None = None  # a file of question ids, run in its order
+    skip_bad_rows: bool = False
+    # How the run is made.
+    threads: int | None = None  # default: [run] num_threads
+    run_dir: str | Path | None = None  # default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>
+    program_artifact: str | Path | None = None
+    allow_train_overlap: bool = False
+    keep_degraded: bool = False
+    max_cost: float | None = None  # default: [run] max_cost
+    estimate: bool = False
+    pilot: int | None = None
+    pathway: list[str] = []  # NAME=SOURCE: a recorded (or absent) pathway
+    shard: str | None = None  # K/N
+    stop_after: int | None = None  # stop after N questions (tests, and the pilot)
+    # The Python door's own.
+    questions: list[Question] | None = None  # given in place of a benchmark's; `benchmark` names them
+    show_progress: bool = True
