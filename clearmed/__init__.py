@@ -3,6 +3,7 @@
 The Python API (README "Python API"):
 
     from clearmed import EvalRequest, build_program, estimate_run, evaluate, load_config, results_frame
+    from clearmed import evaluate_suite, merge_shards
 
 `import clearmed` loads none of it: each name is imported on first use (`clearmed ask` starts with few modules), and
 mypy sees each one's real type through the TYPE_CHECKING imports. Nothing inside the package imports this face (the
@@ -29,6 +30,7 @@ from clearmed.core.version import __version__  # noqa: E402  (after the package 
 if TYPE_CHECKING:
     from clearmed.api.evaluate import estimate_run, evaluate
     from clearmed.api.request import EvalRequest
+    from clearmed.api.suite import evaluate_suite, merge_shards
     from clearmed.assemble import build_program
     from clearmed.config import load_config
     from clearmed.evaluation.results_table import results_frame
@@ -39,11 +41,23 @@ _DEFINED_IN = {
     "build_program": "clearmed.assemble",
     "estimate_run": "clearmed.api.evaluate",
     "evaluate": "clearmed.api.evaluate",
+    "evaluate_suite": "clearmed.api.suite",
+    "merge_shards": "clearmed.api.suite",
     "load_config": "clearmed.config",
     "results_frame": "clearmed.evaluation.results_table",
 }
 
-__all__ = ["EvalRequest", "__version__", "build_program", "estimate_run", "evaluate", "load_config", "results_frame"]
+__all__ = [
+    "EvalRequest",
+    "__version__",
+    "build_program",
+    "estimate_run",
+    "evaluate",
+    "evaluate_suite",
+    "load_config",
+    "merge_shards",
+    "results_frame",
+]
 
 
 if not TYPE_CHECKING:  # for mypy the names are the imports above, so a misspelt one is an error, not an Any

@@ -100,6 +100,7 @@ def test_import_clearmed_loads_only_the_version_until_a_name_is_used() -> None:
 def test_the_face_names_each_function_where_it_is_defined() -> None:
     from clearmed.api.evaluate import estimate_run, evaluate
     from clearmed.api.request import EvalRequest
+    from clearmed.api.suite import evaluate_suite, merge_shards
     from clearmed.assemble import build_program
     from clearmed.config import load_config
     from clearmed.evaluation.results_table import results_frame
@@ -107,10 +108,13 @@ def test_the_face_names_each_function_where_it_is_defined() -> None:
     assert (clearmed.load_config, clearmed.build_program) == (load_config, build_program)
     assert (clearmed.evaluate, clearmed.results_frame) == (evaluate, results_frame)
     assert (clearmed.EvalRequest, clearmed.estimate_run) == (EvalRequest, estimate_run)
+    assert (clearmed.evaluate_suite, clearmed.merge_shards) == (evaluate_suite, merge_shards)
     assert set(clearmed.__all__) == {
         "__version__",
         "build_program",
         "evaluate",
+        "evaluate_suite",
+        "merge_shards",
         "load_config",
         "results_frame",
         "EvalRequest",

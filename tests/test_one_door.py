@@ -1,6 +1,7 @@
 """`clearmed.api` is the one door of a run: every option of `clearmed eval` is a field of `EvalRequest`, and a run
-through the command and through `clearmed.evaluate(EvalRequest(...))` with the same options writes the same manifest
-and the same records (scripted backbones over the demo bundle; wall-clock seconds and timestamps aside)."""
+through the command, through `clearmed.evaluate(EvalRequest(...))` and as the one cell of `clearmed suite` with the
+same options writes the same manifest and the same records (scripted backbones over the demo bundle; wall-clock
+seconds and timestamps aside). A suite runs in process: it builds no `clearmed eval` command line to run."""
 
 from __future__ import annotations
 
@@ -141,3 +142,95 @@ def test_what_the_python_door_cannot_take_is_one_line(config: Path, tmp_path: Pa
     with pytest.raises(UsageError, match="give the questions"):
         clearmed.evaluate("direct", config=config)
     assert not (tmp_path / "b").exists()  # refused before the folder was made
+
+
+def _suite_file(tmp_path: Path, config: Path, case: str) -> tuple[Path, list[str]]:
+    """A one-cell suite and the `clearmed eval` options of its cell (what a suite can say: a seeded sample, or a
+    list of ids; threads and overrides; sharded or not)."""
+    ids = tmp_path / "ids.txt"
+    ids.write_text("demo-03\ndemo-01\n", encoding="utf-8")
+    common = ["--benchmark", "demo", "-c", str(config), "--threads", "1", "--set", "program.local_k=3"]
+    table = f'out = "{tmp_path / "suite"}"\nconfigs = ["{config}"]\nthreads = 1\noverrides = ["program.local_k=3"]\n'
+    if case == "ids":
+        table += f'programs = ["clear"]\n[[benchmarks]]\nname = "demo"\nids = "{ids}"\n'
+        options = [*common, "--program", "clear", "--ids", str(ids)]
+    else:  # a seeded sample, run as 2 shards and merged
+        table += 'programs = ["direct"]\nbenchmarks = ["demo"]\nlimit = 5\nseeds = [7]\nshards = 2\n'
+        options = [*common, "--program", "direct", "--limit", "5", "--seed", "7"]
+    path = tmp_path / "one-cell.toml"
+    path.write_text(table, encoding="utf-8")
+    return path, options
+
+
+@pytest.mark.parametrize("case", ["ids", "sample-sharded"])
+def test_a_one_cell_suite_writes_the_run_the_command_and_the_api_write(
+    case: str, config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clearmed.api.suite import plan_suite
+    from clearmed.evaluation.suite import load_suite
+
+    scripted(monkeypatch)
+    suite_file, options = _suite_file(tmp_path, config, case)
+    by_command, by_api = tmp_path / "command", tmp_path / "api"
+    assert main(["eval", *options, "--run-dir", str(by_command)]) == 0
+    parsed = vars(eval_parser().parse_args([*options, "--run-dir", str(by_api)]))
+    del parsed["func"]
+    clearmed.evaluate(EvalRequest(**parsed))
+    assert main(["suite", str(suite_file)]) == 0
+    (cell,) = plan_suite(load_suite(suite_file))
+    command_manifest, command_records = _folder(by_command)
+    suite_manifest, suite_records = _folder(cell.run_dir)
+    assert command_records
+    assert suite_manifest == _folder(by_api)[0] == command_manifest
+    assert suite_records == command_records
+
+
+def test_a_suite_builds_no_command_line_to_run(config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clearmed.cli import evaluate as eval_module
+    from clearmed.cli import main as main_module
+    from clearmed.cli.suite import run_suite
+
+    scripted(monkeypatch)
+    suite_file, _ = _suite_file(tmp_path, config, "sample-sharded")
+    commands = argparse.ArgumentParser().add_subparsers()
+    from clearmed.cli import suite as suite_command
+
+    suite_command.register(commands)
+    args = commands.choices["suite"].parse_args([str(suite_file)])
+
+    def refused(*_: object, **__: object) -> Any:
+        raise AssertionError("the suite parsed or ran a command line")
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", refused)
+    monkeypatch.setattr(main_module, "main", refused)
+    monkeypatch.setattr(main_module, "build_parser", refused)
+    monkeypatch.setattr(eval_module, "run_eval", refused)
+    assert run_suite(args) == 0  # two shards, their merge and the comparison, all in this process
+    (merged,) = (tmp_path / "suite").glob("*/demo/direct-n5-s7")
+    assert len(list(read_records(merged))) == 5
+    assert (tmp_path / "suite" / "compare" / "demo" / "comparison.md").is_file()
+
+
+def test_a_request_renders_as_the_eval_command_line_it_parses_from(tmp_path: Path) -> None:
+    from clearmed.api.request import request_argv
+    from clearmed.core.errors import UsageError
+
+    every = EvalRequest(
+        program="direct", benchmark="medqa", source="shared", split="test", revision="abc123", config="o3-mini",
+        overrides=["run.max_cost=5", "program.local_k=3"], limit=9, seed=2, ids="ids.txt", skip_bad_rows=True,
+        threads=3, run_dir="runs/x", program_artifact="art", allow_train_overlap=True, keep_degraded=True,
+        max_cost=1.5, estimate=True, pilot=2, pathway=["parametric=absent", "dynamic=absent"], shard="1/2",
+        stop_after=4,
+    )  # fmt: skip
+    assert {name for name, field in EvalRequest.model_fields.items() if getattr(every, name) == field.default} == {
+        "questions",
+        "show_progress",
+    }  # every option is set, so each one is rendered
+    for request in (every, EvalRequest(benchmark="demo")):
+        argv = request_argv(request)
+        assert argv[0] == "eval"
+        parsed = vars(eval_parser().parse_args(argv[1:]))
+        del parsed["func"]
+        assert EvalRequest(**parsed) == request
+    with pytest.raises(UsageError, match="a list of questions has no command line"):
+        request_argv(EvalRequest(questions=[]))

@@ -108,7 +108,7 @@ class _Run:
 
     @classmethod
     def prepared(cls, request: EvalRequest) -> _Run:
-        config = _config(request)
+        config = request_config(request)
         bench = _question_set(request)
         if not bench.questions:
             raise UsageError(f"{bench.name}: no questions to evaluate")
@@ -164,7 +164,8 @@ class _Run:
         return finish_run_folder(self.spec.run_dir, Prices.of(self.config), self.console)
 
 
-def _config(request: EvalRequest) -> ClearmedConfig:
+def request_config(request: EvalRequest) -> ClearmedConfig:
+    """The config the request names, with its overrides (a loaded config takes none)."""
     from clearmed.config import ClearmedConfig, load_config
 
     if not isinstance(request.config, ClearmedConfig):

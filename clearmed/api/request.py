@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.config import ClearmedConfig
+from clearmed.core.errors import UsageError
 from clearmed.signatures.records import Question
 
 
@@ -49,3 +50,30 @@ class EvalRequest(BaseModel):
     # The Python door's own.
     questions: list[Question] | None = None  # given in place of a benchmark's; `benchmark` names them
     show_progress: bool = True
+
+
+# The Python door's own fields, which no `clearmed eval` option sets.
+_PYTHON_ONLY = ("questions", "show_progress")
+# The options a suite's evals are printed with come first, in the order its commands have always shown them.
+_FIRST = ("program", "benchmark", "config", "source", "split", "revision", "ids", "limit", "seed", "threads")
+_FLAGS = {"config": "-c", "overrides": "--set"}  # the rest: --the-field-name
+
+
+def request_argv(request: EvalRequest) -> list[str]:
+    """`request` as the `clearmed eval` command line that parses into an equal request (`--print-commands`); a
+    request of a built module or a list of questions has none (one line)."""
+    if not isinstance(request.program, str) or request.questions is not None:
+        raise UsageError("a request of a built module or a list of questions has no command line")
+    if isinstance(request.config, ClearmedConfig):
+        raise UsageError("a request of a loaded config has no command line: give its name or TOML path")
+    names = [*_FIRST, *(name for name in EvalRequest.model_fields if name not in (*_FIRST, *_PYTHON_ONLY))]
+    argv = ["eval"]
+    for name in names:
+        value, flag = getattr(request, name), _FLAGS.get(name, "--" + name.replace("_", "-"))
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, list):
+            argv += [item for each in value for item in (flag, str(each))]
+        elif value is not None and value is not False:
+            argv += [flag, str(value)]
+    return argv

@@ -1,25 +1,16 @@
-"""`clearmed merge`: the shards of a run joined into one run folder (a thin wrapper over `clearmed.evaluation.merge`)."""
+"""`clearmed merge`: the shards of a run joined into one run folder (`clearmed.api.suite.merge_shards`)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from rich.console import Console
 
 
 def run_merge(args: argparse.Namespace) -> int:
+    from clearmed.api.suite import merge_shards
     from clearmed.cli.evaluate import _print_summary
-    from clearmed.evaluation.compare import snapshot_prices
-    from clearmed.evaluation.merge import merge_shards
-    from clearmed.report.run_folder import finish_run_folder
 
-    out = Path(args.out)
-    merge_shards([Path(folder) for folder in args.runs], out)
-    console = Console(stderr=True, soft_wrap=True)
     # the summary, plots and report `clearmed eval` leaves in its folder, at the prices of the shards' config
-    _print_summary(finish_run_folder(out, snapshot_prices(out), console))
-    console.print(f"run folder: {out}", markup=False, highlight=False)
+    _print_summary(merge_shards(args.runs, args.out))
     return 0
 
 

@@ -1,0 +1,195 @@
+"""`clearmed.evaluate_suite`: a suite (`clearmed.evaluation.suite`) run in this process, every cell (and every shard
+of a cell) one `EvalRequest` through `clearmed.evaluate`; `clearmed.merge_shards`: the shards of a run joined into
+one finished run folder. `clearmed suite` and `clearmed merge` parse their arguments and call these.
+
+Every cell is a normal run folder under the suite's out folder, named as `clearmed eval` names its default folder
+(OUT/<config>/<benchmark>/<program>-n<limit>-s<seed>), so a suite killed and rerun resumes: a finished cell (summary
+written, every question answered and none degraded, the same config) is skipped, a half-done one or one with
+degraded questions resumes (as `clearmed eval` redoes them). With `shards = N` a cell is N shard runs (shard K/N, in
+sibling folders) and their merge into the cell's folder; once merged, the cell's folder is resumed like any run
+(never merged again), and a merge killed before its manifest is redone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from clearmed.api.evaluate import default_run_dir, evaluate, request_config
+from clearmed.api.request import EvalRequest
+from clearmed.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from clearmed.evaluation import RunSummary
+    from clearmed.evaluation.suite import Suite, SuiteCell
+
+__all__ = ["PlannedCell", "evaluate_suite", "merge_shards", "plan_suite", "suite_comparisons"]
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """A cell as requests: its evals (one per shard; each names its folder), whether they are merged into the
+    cell's folder, and the eval that resumes the cell's own folder (a merged cell is a run like any: its degraded
+    questions are redone there, never by merging again)."""
+
+    cell: SuiteCell
+    run_dir: Path
+    evals: list[EvalRequest]
+    resume: EvalRequest
+
+    @property
+    def sharded(self) -> bool:
+        return self.evals != [self.resume]
+
+    @property
+    def shard_dirs(self) -> list[Path]:
+        return [Path(str(request.run_dir)) for request in self.evals]
+
+    def describe(self) -> str:
+        cell = self.cell
+        return f"{cell.program} on {cell.benchmark.folder} with {cell.config_name}, seed {cell.seed}"
+
+
+def cell_request(suite: Suite, cell: SuiteCell, run_dir: Path, shard: tuple[int, int] | None) -> EvalRequest:
+    """The `clearmed eval` of one cell (or one shard of it), as its command line would parse (paths as text)."""
+    benchmark = cell.benchmark
+    return EvalRequest(
+        program=cell.program,
+        benchmark=benchmark.name,
+        config=cell.config,
+        source=benchmark.source,
+        split=benchmark.split,
+        ids=benchmark.ids,
+        limit=suite.limit,
+        seed=cell.seed,
+        threads=suite.threads,
+        overrides=list(suite.overrides),
+        run_dir=str(run_dir),
+        shard=f"{shard[0]}/{shard[1]}" if shard else None,
+    )
+
+
+def plan_suite(suite: Suite) -> list[PlannedCell]:
+    """The suite's cells as requests; a config that does not load is refused first, in one line (before any cell
+    runs or is printed)."""
+    from clearmed.config import load_config
+
+    for config in suite.configs:
+        load_config(config, suite.overrides)
+    planned = []
+    for cell in suite.cells():
+        where = (suite.out, cell.config_name, cell.benchmark.folder, cell.program, suite.limit, cell.seed)
+        run_dir = default_run_dir(*where)
+        resume = cell_request(suite, cell, run_dir, None)
+        shards = [(index, suite.shards) for index in range(1, suite.shards + 1)] if suite.shards > 1 else []
+        evals = [cell_request(suite, cell, default_run_dir(*where, shard=shard), shard) for shard in shards]
+        planned.append(PlannedCell(cell, run_dir, evals or [resume], resume))
+    return planned
+
+
+def suite_comparisons(suite: Suite, plan: Sequence[PlannedCell]) -> list[tuple[list[Path], Path]]:
+    """One comparison per benchmark of the suite, over every cell of it: (the run folders, the comparison's folder)."""
+    return [
+        ([p.run_dir for p in plan if p.cell.benchmark is benchmark], suite.out / "compare" / benchmark.folder)
+        for benchmark in suite.benchmarks
+    ]
+
+
+def evaluate_suite(
+    suite: Suite,
+    *,
+    on_summary: Callable[[RunSummary], object] | None = None,
+    console: Console | None = None,
+) -> int:
+    """Run every cell of `suite` not done before, in order, in this process; 0 when all are done, else 3 when a cell
+    reached its budget (the suite stops there; rerunning it resumes). A fatal service error or bad input is one
+    line (`UsageError`). `on_summary` receives each summary a cell (or merge) writes, as the commands print them.
+    The comparisons (`suite_comparisons`) are left to the caller (`clearmed suite` runs `clearmed compare`)."""
+    console = console or Console(stderr=True)
+    plan = plan_suite(suite)
+    for number, planned in enumerate(plan, start=1):
+        console.print(f"suite: cell {number}/{len(plan)}: {planned.describe()}", markup=False, highlight=False)
+        code = _run_cell(planned, console, on_summary or (lambda summary: None))
+        if code:
+            console.print(
+                f"suite: stopped at cell {number} (exit {code}); rerun the same suite command to resume",
+                markup=False,
+                highlight=False,
+            )
+            return code
+    return 0
+
+
+def merge_shards(runs: Sequence[str | Path], out: str | Path, *, console: Console | None = None) -> RunSummary:
+    """The run folders of all N shards of a run (`shard="K/N"`) joined into `out` (new, or an earlier merge of them)
+    and finished as `clearmed.evaluate` finishes its folder (summary, tables, plots, HTML report), at the prices of
+    the shards' config; its summary."""
+    from clearmed.evaluation.compare import snapshot_prices
+    from clearmed.evaluation.merge import merge_shards as merge_shard_folders
+    from clearmed.report.run_folder import finish_run_folder
+
+    console = console or Console(stderr=True, soft_wrap=True)
+    folder = Path(out)
+    merge_shard_folders([Path(run) for run in runs], folder)
+    summary = finish_run_folder(folder, snapshot_prices(folder), console)
+    console.print(f"run folder: {folder}", markup=False, highlight=False)
+    return summary
+
+
+def _finished(request: EvalRequest) -> bool:
+    """A run folder the request would find done: summary written, every question answered and none degraded (the
+    eval would redo those), the same config (a changed one is left to the eval, which refuses it in one line)."""
+    from clearmed.evaluation.runner import config_digest, same_config_as_snapshot
+    from clearmed.evaluation.store import MANIFEST, load_manifest, read_records
+
+    folder = Path(str(request.run_dir))
+    if not (folder / "summary.json").is_file() or not (folder / MANIFEST).is_file():
+        return False
+    manifest = load_manifest(folder / MANIFEST)
+    clean = {record.question_id for record in read_records(folder) if not record.degraded}
+    if any(qid not in clean for qid in manifest.question_ids):
+        return False
+    config = request_config(request)
+    return manifest.config_digest == config_digest(config) or same_config_as_snapshot(folder, config)
+
+
+def _evaluated(request: EvalRequest, on_summary: Callable[[RunSummary], object]) -> int:
+    """One eval as `clearmed eval` ends it: 0 done, 3 the budget reached (said in one line; the folder summarized);
+    a fatal service error is one line (the folder resumes)."""
+    from clearmed.core.errors import FatalServiceError
+    from clearmed.evaluation.runner import BudgetReached
+
+    try:
+        summary = evaluate(request)
+    except FatalServiceError as err:
+        raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
+    except BudgetReached as err:
+        Console(stderr=True).print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
+        return 3
+    on_summary(summary)
+    return 0
+
+
+def _run_cell(planned: PlannedCell, console: Console, on_summary: Callable[[RunSummary], object]) -> int:
+    """Make the cell's run folder, skipping what is done; the exit code of the first eval that did not end well.
+
+    A sharded cell whose merge wrote its manifest is a run like any other: it is resumed (its degraded questions
+    redone, its summary written), never merged again. Until then its unfinished shards run and the merge follows
+    (which redoes a merge killed before its manifest)."""
+    from clearmed.evaluation.store import MANIFEST
+
+    if _finished(planned.resume):
+        console.print(f"  done before: {planned.run_dir}", markup=False, highlight=False)
+        return 0
+    if not planned.sharded or (planned.run_dir / MANIFEST).is_file():
+        return _evaluated(planned.resume, on_summary)
+    for request in planned.evals:
+        code = 0 if _finished(request) else _evaluated(request, on_summary)
+        if code:
+            return code
+    on_summary(merge_shards(planned.shard_dirs, planned.run_dir))
+    return 0
