@@ -12,7 +12,7 @@ the answer, or a `Question` record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +63,23 @@ def evaluate(
     summary = run.finish()
     run.console.print(f"run folder: {run.spec.run_dir}")
     return summary
+
+
+def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary], object]) -> int:
+    """One run as `clearmed eval` and a suite cell end it: 0 done (``on_summary`` gets the summary), 3 the budget
+    reached (said in one line; the folder summarized); a fatal service error is one line (the folder resumes)."""
+    from clearmed.core.errors import FatalServiceError
+    from clearmed.evaluation.runner import BudgetReached
+
+    try:
+        summary = evaluate(request)
+    except FatalServiceError as err:
+        raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
+    except BudgetReached as err:
+        Console(stderr=True).print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
+        return 3
+    on_summary(summary)
+    return 0
 
 
 def estimate_run(request: EvalRequest) -> Estimate:

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from clearmed.api.evaluate import default_run_dir, evaluate, request_config
+from clearmed.api.evaluate import default_run_dir, evaluate_to_exit_code, request_config
 from clearmed.api.request import EvalRequest
-from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
     from clearmed.evaluation import RunSummary
@@ -157,23 +156,6 @@ def _finished(request: EvalRequest) -> bool:
     return manifest.config_digest == config_digest(config) or same_config_as_snapshot(folder, config)
 
 
-def _evaluated(request: EvalRequest, on_summary: Callable[[RunSummary], object]) -> int:
-    """One eval as `clearmed eval` ends it: 0 done, 3 the budget reached (said in one line; the folder summarized);
-    a fatal service error is one line (the folder resumes)."""
-    from clearmed.core.errors import FatalServiceError
-    from clearmed.evaluation.runner import BudgetReached
-
-    try:
-        summary = evaluate(request)
-    except FatalServiceError as err:
-        raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
-    except BudgetReached as err:
-        Console(stderr=True).print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
-        return 3
-    on_summary(summary)
-    return 0
-
-
 def _run_cell(planned: PlannedCell, console: Console, on_summary: Callable[[RunSummary], object]) -> int:
     """Make the cell's run folder, skipping what is done; the exit code of the first eval that did not end well.
 
@@ -186,9 +168,9 @@ def _run_cell(planned: PlannedCell, console: Console, on_summary: Callable[[RunS
         console.print(f"  done before: {planned.run_dir}", markup=False, highlight=False)
         return 0
     if not planned.sharded or (planned.run_dir / MANIFEST).is_file():
-        return _evaluated(planned.resume, on_summary)
+        return evaluate_to_exit_code(planned.resume, on_summary)
     for request in planned.evals:
-        code = 0 if _finished(request) else _evaluated(request, on_summary)
+        code = 0 if _finished(request) else evaluate_to_exit_code(request, on_summary)
         if code:
             return code
     on_summary(merge_shards(planned.shard_dirs, planned.run_dir))

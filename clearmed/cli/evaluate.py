@@ -12,7 +12,6 @@ from clearmed.api.evaluate import default_run_dir
 from clearmed.api.questions import load_questions as _load_questions
 from clearmed.api.questions import shared_source
 from clearmed.cli.program_setup import add_artifact_argument, add_config_arguments
-from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
     from clearmed.evaluation import RunSummary
@@ -24,24 +23,14 @@ def run_eval(args: argparse.Namespace) -> int:
     """The arguments as one `EvalRequest` through `clearmed.api` (each option is a field of the same name). Exit
     codes: 0 done, 2 bad input or a fatal service error (a rejected key, an exhausted balance, a missing model: the
     run stops after its questions in flight and resumes with the same command), 3 the budget reached."""
-    from clearmed.api.evaluate import estimate_run, evaluate
+    from clearmed.api.evaluate import estimate_run, evaluate_to_exit_code
     from clearmed.api.request import EvalRequest
-    from clearmed.core.errors import FatalServiceError
-    from clearmed.evaluation.runner import BudgetReached
 
     request = EvalRequest(**{name: value for name, value in vars(args).items() if name in EvalRequest.model_fields})
-    try:
-        if request.estimate:
-            Console(soft_wrap=True).print(estimate_run(request).render(request.benchmark), markup=False)
-            return 0
-        summary = evaluate(request)
-    except FatalServiceError as err:  # one line, no summary: the folder holds what finished, and resumes
-        raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
-    except BudgetReached as err:  # the folder is summarized
-        Console(stderr=True).print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
-        return 3
-    _print_summary(summary)
-    return 0
+    if request.estimate:
+        Console(soft_wrap=True).print(estimate_run(request).render(request.benchmark), markup=False)
+        return 0
+    return evaluate_to_exit_code(request, _print_summary)
 
 
 def _print_summary(summary: RunSummary) -> None:
