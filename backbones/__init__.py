@@ -7,5 +7,6 @@ nothing, so reading a config imports neither DSPy nor llama.cpp.
   `engine_build` (the portable build), `selfcheck`;
 - what a backbone answers beside text: `logprobs` (next-token log-probabilities for scored answers),
   `token_count`, `context_window`, `reasoning` (thinking kept in the trail);
-- failures: `failures` (one classification of LM errors), `retry_wait` (the retry policy's waits).
+- failures: `failures` (one classification of LM errors), `retry_wait` (the wait a server asks for). Their own HTTP
+  requests go through `clearmed.core.http`.
 """

@@ -1,6 +1,6 @@
 """`ClearmedLM`: the `dspy.LM` every backbone is built as (`backbones.factory.build_lm`).
 
-DSPy's LM does the calling, caching, retrying (with clearmed's wait: `backbones.retry_wait`) and history. On top:
+DSPy's LM does the calling, caching and history; clearmed does the retrying. On top:
 
 1. **Thinking out of the answer.** Every completion goes through `reasoning.split_thinking` before DSPy's adapter
    parses it. A completion that held ``<think>`` comes back as ``{"text": answer, "reasoning_content": thinking}``,
@@ -9,10 +9,12 @@ DSPy's LM does the calling, caching, retrying (with clearmed's wait: `backbones.
 2. **Room to think.** For a backbone that thinks (`BackboneConfig.min_output_tokens`), a call's ``max_tokens`` is
    raised to that floor: a stage's small cap would otherwise be spent on the thought and the answer cut off.
 3. **Fatal errors stop.** An authentication, billing/quota or missing-model error is raised as
-   `clearmed.core.errors.FatalServiceError`, with the DSPy error as its cause.
-4. **One failure policy** (`backbones.failures`). Clearmed, not DSPy, retries: a transient failure (a rate limit, a
-   server error, a timeout, a dropped connection, a 200 whose body is no reply) is retried ``num_retries`` times with
-   clearmed's wait (`retry_wait.lm_retry_delay`, counted), then raised as it came; a context overflow is raised at once
+   `clearmed.core.errors.FatalServiceError`, with the DSPy error as its cause; so is a refused connection or an unknown
+   host before the endpoint ever answered (`clearmed.core.endpoints`: a wrong address, not a server restarting).
+4. **One failure policy** (`backbones.failures`). Clearmed, not DSPy, retries, through tenacity
+   (`clearmed.core.retries.retrying`): a transient failure (a rate limit, a server error, a timeout, a dropped
+   connection, a 200 whose body is no reply) is retried ``num_retries`` times with clearmed's backoff and the server's
+   hint (`retry_wait.server_hint_s`, each retry counted), then raised as it came; a context overflow is raised at once
    as `failures.ContextOverflowError`, and a window it names is learned for the rest of the run (`context_window`);
    anything else is raised at once.
 5. **A deadline per attempt.** A remote backbone's ``timeout`` bounds each attempt in total (`retries.bounded_call`),
@@ -31,7 +33,7 @@ import importlib
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import dspy
 from dspy.utils.exceptions import (
@@ -42,15 +44,26 @@ from dspy.utils.exceptions import (
     LMTimeoutError,
     LMUnsupportedModelError,
 )
+from tenacity import Retrying
 
 from clearmed.backbones.config import BackboneConfig, RemoteBackbone
 from clearmed.backbones.context_window import Window, resolve_window
 from clearmed.backbones.failures import EmptyReplyError, as_overflow, classify
 from clearmed.backbones.reasoning import record_thinking, split_thinking
-from clearmed.backbones.retry_wait import lm_retry_delay
-from clearmed.backbones.token_count import ServerTokenCounter
+from clearmed.backbones.retry_wait import LM_SERVICE, server_hint_s
+from clearmed.backbones.token_count import ServerTokenCounter, TextCounter, tiktoken_counter
+from clearmed.core.endpoints import mark_reached, unreachable_error
 from clearmed.core.errors import FatalCause, FatalServiceError
-from clearmed.core.retries import DeadlineExceeded, RetriesCut, bounded_call, guard_socket, pause, retries_cut
+from clearmed.core.retries import (
+    DeadlineExceeded,
+    RetriesCut,
+    bounded_call,
+    guard_socket,
+    pause,
+    retries_cut,
+    retrying,
+    retrying_async,
+)
 
 __all__ = ["ClearmedLM", "fatal_lm_error", "guard_native_sockets", "strip_thinking"]
 
@@ -59,6 +72,8 @@ _MAX_DETAIL = 160
 # A module lock, not an attribute: DSPy copies and pickles LMs, and a lock can be neither.
 _WINDOW_LOCK = threading.Lock()
 _LITELLM_PREFIX = re.compile(r"^litellm\.\w+: (?:\w+: )?(?:\w+Exception - )?")
+# The address DSPy's native transport names when it cannot connect ("failed to connect to api.openai.com:443: ...").
+_CONNECT_TARGET = re.compile(r"failed to connect to (\S+:\d+)")
 
 
 class ClearmedLM(dspy.LM):
@@ -90,12 +105,14 @@ class ClearmedLM(dspy.LM):
             guard_native_sockets()
         self._window: Window | None = None
         self._learned: int | None = None
-        self._counter: ServerTokenCounter | None = None
+        self._counter: TextCounter | None = None
         if backbone is not None and backbone.kind == "openai_compatible" and self.kwargs.get("api_base"):
             key = self.kwargs.get("api_key")
             self._counter = ServerTokenCounter(
                 str(self.kwargs["api_base"]), backbone.model, None if key in (None, "none") else str(key)
             )
+        elif backbone is not None and backbone.kind == "hosted":
+            self._counter = tiktoken_counter(backbone.model)  # None: the estimate, for a tokenizer not known here
 
     def window(self) -> Window:
         """The window and where it came from (`backbones.context_window`): a limit learned from an overflow wins;
@@ -120,7 +137,8 @@ class ClearmedLM(dspy.LM):
         self._learned = tokens if self._learned is None else min(self._learned, tokens)
 
     def count_tokens(self, text: str) -> int | None:
-        """``text``'s tokens as the server counts them (`backbones.token_count`), None when it cannot say."""
+        """``text``'s tokens as the model counts them (`backbones.token_count`: the server's tokenizer, or a hosted
+        OpenAI model's tiktoken encoding), None when nothing here can say."""
         return self._counter.count(text) if self._counter is not None else None
 
     def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
@@ -140,56 +158,84 @@ class ClearmedLM(dspy.LM):
         return strip_thinking(self._call(attempt))
 
     def _call(self, attempt: Callable[[], Any]) -> Any:
-        tries = 0
-        while True:
+        def once() -> Any:
             try:
-                return bounded_call(attempt, self.deadline_s) if self._bounded else attempt()
+                outputs = bounded_call(attempt, self.deadline_s) if self._bounded else attempt()
             except DeadlineExceeded as exc:
-                error: BaseException = LMTimeoutError(str(exc), model=self.model)
+                self._fail(LMTimeoutError(str(exc), model=self.model), exc)
             except dspy.LMError as exc:
-                error = exc
-            wait = self._after_failure(error, tries)
-            pause(wait)
-            tries += 1
+                self._fail(exc)
+            self._reached()
+            return outputs
 
-    def _after_failure(self, error: BaseException, tries: int) -> float:
-        """The wait before the next try of a transient failure (counted); raises anything else as the policy says."""
-        fatal = fatal_lm_error(error, self.service, secret=self.kwargs.get("api_key"))
+        return self._policy()(once)
+
+    def _policy(self) -> Retrying:
+        return retrying(
+            LM_SERVICE,
+            self.max_retries,
+            transient=_transient,
+            hint=server_hint_s,
+            sleep=lambda seconds: pause(seconds),  # looked up at each wait: tests replace it
+        )
+
+    def _fail(self, error: BaseException, cause: BaseException | None = None) -> NoReturn:
+        """Raise what a failed attempt means by the policy: a fatal error (a refusal no retry mends, or an endpoint
+        never reached refusing the connection) or an overflow as such, never retried; anything else as it came (retried
+        when `classify` calls it transient)."""
+        fatal = fatal_lm_error(error, self.service, secret=self.kwargs.get("api_key")) or self._unreachable(error)
         if fatal is not None:
             raise fatal from error
-        kind = classify(error)
-        if kind == "overflow":
-            overflow = as_overflow(error)
-            assert overflow is not None
+        if getattr(error, "status", None) is not None:
+            self._reached()  # an HTTP error: the endpoint answered
+        overflow = as_overflow(error) if classify(error) == "overflow" else None
+        if overflow is not None:
             if overflow.limit is not None:
                 self.learn_window(overflow.limit)
             raise overflow from error
-        if kind != "transient" or tries >= self.max_retries or retries_cut():
+        if cause is None:
             raise error
-        return lm_retry_delay(error, tries)
+        raise error from cause
+
+    def _endpoint(self, error: BaseException | None = None) -> str | None:
+        """The address the LM calls: its ``api_base``, else the host and port a transport error names (a hosted
+        provider's default address); None for the embedded engine."""
+        base = self.kwargs.get("api_base")
+        if base:
+            return str(base)
+        named = _CONNECT_TARGET.search(str(error)) if error is not None else None
+        return f"https://{named.group(1)}" if named else None
+
+    def _unreachable(self, error: BaseException) -> FatalServiceError | None:
+        endpoint = self._endpoint(error)
+        return unreachable_error(self.service, endpoint, error) if endpoint else None
+
+    def _reached(self) -> None:
+        endpoint = self._endpoint()
+        if endpoint:
+            mark_reached(endpoint)
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         kwargs = self._room_to_think(kwargs)
-        tries = 0
-        while True:
+
+        async def once() -> Any:
             if retries_cut():
                 raise RetriesCut("retries cut short")
             try:
                 outputs = await asyncio.wait_for(
                     dspy.LM.acall(self, prompt, messages=messages, **kwargs), self.deadline_s
                 )
-                if not _replied(outputs):
-                    raise EmptyReplyError(model=self.model)
-                return strip_thinking(outputs)
             except TimeoutError as exc:
-                error: BaseException = LMTimeoutError(
-                    f"no complete reply within {self.deadline_s:g} s", model=self.model
-                )
-                error.__cause__ = exc
+                self._fail(LMTimeoutError(f"no complete reply within {self.deadline_s:g} s", model=self.model), exc)
             except dspy.LMError as exc:
-                error = exc
-            await asyncio.sleep(self._after_failure(error, tries))
-            tries += 1
+                self._fail(exc)
+            self._reached()
+            if not _replied(outputs):
+                raise EmptyReplyError(model=self.model)
+            return strip_thinking(outputs)
+
+        policy = retrying_async(LM_SERVICE, self.max_retries, transient=_transient, hint=server_hint_s)
+        return await policy(once)
 
     def _room_to_think(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         floor = self.min_output_tokens
@@ -197,6 +243,10 @@ class ClearmedLM(dspy.LM):
         if floor is None or not isinstance(asked, int) or asked >= floor:
             return kwargs
         return {**kwargs, "max_tokens": floor}
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, dspy.LMError) and classify(exc) == "transient"
 
 
 def _replied(outputs: Any) -> bool:

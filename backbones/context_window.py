@@ -24,10 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-import requests
-
 from clearmed.backbones.config import BackboneConfig, EmbeddedBackbone, RemoteBackbone
-from clearmed.core.retries import backoff_delay, note_retry, pause, retry_hint_s
+from clearmed.core.http import NoReply, request
 
 __all__ = [
     "Window",
@@ -71,25 +69,24 @@ def request_json(
     method: str, url: str, *, api_key: str | None, timeout: float, body: dict[str, Any] | None = None
 ) -> tuple[int, Any]:
     """(status, parsed body or None) of one request, a throttled or failing server retried with clearmed's backoff
-    (each retry counted as an LM retry); `Unreachable` when no answer came."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    for attempt in range(_PROBE_RETRIES + 1):
-        try:
-            response = requests.request(method, url, headers=headers, json=body, timeout=timeout)
-        except requests.RequestException as exc:
-            raise Unreachable(type(exc).__name__) from None
-        if response.status_code in _RETRIED_STATUS and attempt < _PROBE_RETRIES:
-            wait = backoff_delay(attempt, retry_hint_s(response.headers))
-            note_retry("lm", wait)
-            pause(wait)
-            continue
-        if response.status_code in _RETRIED_STATUS:
-            raise Unreachable(f"HTTP {response.status_code}")
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            return response.status_code, None
-    raise Unreachable("no answer")  # pragma: no cover (the loop always returns or raises)
+    (each retry counted as an LM retry: `clearmed.core.http.request`); `Unreachable` when no answer came. A probe never
+    stops a run: the call it serves says whether the server is there."""
+    try:
+        reply = request(
+            method,
+            url,
+            api_key=api_key,
+            timeout=timeout,
+            body=body,
+            retries=_PROBE_RETRIES,
+            retried=_RETRIED_STATUS,
+            retry_no_reply=False,  # a server that is not there now is asked again at the next call
+        )
+    except NoReply as failed:
+        raise Unreachable(failed.why) from None
+    if reply.status in _RETRIED_STATUS:
+        raise Unreachable(f"HTTP {reply.status}")
+    return reply.status, reply.payload
 
 
 def _positive(value: object) -> int | None:

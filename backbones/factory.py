@@ -24,7 +24,6 @@ from clearmed.backbones.llama_runtime import (
     load_llama,
 )
 from clearmed.backbones.model_files import ModelFileError, resolve_model_path
-from clearmed.backbones.retry_wait import install_retry_policy
 from clearmed.backbones.selfcheck import ensure_engine_works
 
 __all__ = ["build_lm", "lm_label"]
@@ -43,14 +42,13 @@ def build_lm(
     """Build the DSPy LM for one backbone; a problem raises a one-line `ConfigError`.
 
     ``role`` and ``source`` (the config file) label error messages; ``role`` also names the backbone in a fatal
-    error's line. Building any LM also installs clearmed's wait between retries (`backbones.retry_wait`) and the error
-    shapes DSPy's native client would misread (`backbones.failures.install_error_shapes`).
+    error's line. Building any LM also installs the error shapes DSPy's native client would misread
+    (`backbones.failures.install_error_shapes`); the LM retries by clearmed's policy itself (`backbones.client`).
     Provider options (``reasoning_effort``, ``extra``) go to ``dspy.LM`` as keyword arguments. ``llama_loader``
     replaces the real llama.cpp loader for an embedded backbone (tests inject a fake model through it).
     """
     # LiteLLM (DSPy's fallback backend) otherwise fetches its cost map from GitHub on first use.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    install_retry_policy()
     install_error_shapes()
     where = _Where(source, role)
     common: dict[str, Any] = {

@@ -13,7 +13,8 @@ A candidate is given in its lowest case ("A", "yes") and is read in every spelli
 answers "Yes". Non-finite log-probabilities (a NaN, or no candidate with any probability) are a `ScoringError`, never
 a distribution of NaNs.
 
-Hosted chat models without log-probabilities have no scorer: callers generate instead.
+Hosted chat models without log-probabilities have no scorer: callers generate instead. `token_scorer` finds an LM's
+scorer and traces its passes as the LM's calls (`TracedScorer`), so DSPy's callbacks see every call a program makes.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
-import requests
+from dspy.utils.callback import with_callbacks
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clearmed.core.errors import FatalCause, FatalServiceError
-from clearmed.core.retries import DeadlineExceeded, backoff_delay, bounded_call, note_retry, pause, retry_hint_s
+from clearmed.core.http import RETRIED_STATUS, NoReply, Reply, request
 
 __all__ = [
     "MAX_TOP_LOGPROBS",
@@ -37,10 +38,11 @@ __all__ = [
     "OpenAICompatibleScorer",
     "ScoringError",
     "TokenScorer",
+    "TracedScorer",
     "candidate_logprobs",
     "probe_capabilities",
-    "scorer_for",
     "spellings",
+    "token_scorer",
 ]
 
 ChatMessage = dict[str, str]
@@ -58,10 +60,6 @@ class ScoringError(RuntimeError):
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
-
-
-# Answers a later attempt may not meet (the LM client's transient set, by HTTP status).
-_RETRIED_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class NextTokenScores(BaseModel):
@@ -221,71 +219,66 @@ class OpenAICompatibleScorer:
         )
 
     def _post(self, body: dict[str, Any]) -> Any:
-        """The reply's JSON, by the failure policy above."""
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        for attempt in range(self.num_retries + 1):
-            hint: float | None = None
-            try:
-                response = bounded_call(
-                    lambda: requests.post(self.url, json=body, headers=headers, timeout=self.timeout), self.timeout
-                )
-            except (requests.RequestException, DeadlineExceeded) as exc:
-                why = f"scoring request failed: {type(exc).__name__}"
-            else:
-                status = response.status_code
-                if status == 200:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        why = "the server's 200 reply is not JSON (a proxy's page, or a cut-off body)"
-                else:
-                    text = _error_text(response)
-                    if self._api_key:
-                        text = text.replace(self._api_key, "***")
-                    cause = _fatal_cause(status, response)
-                    if cause is not None:
-                        raise FatalServiceError(self.service, cause, text, status=status)
-                    why = f"scoring request answered HTTP {status}: {text}"
-                    if status not in _RETRIED_STATUS:
-                        raise ScoringError(why)
-                    hint = retry_hint_s(response.headers)
-            if attempt >= self.num_retries:
-                retried = f" (after {attempt} retries)" if attempt else ""
-                raise ScoringError(why + retried, transient=True)
-            wait = backoff_delay(attempt, hint)
-            note_retry("lm", wait)
-            pause(wait)
-        raise AssertionError("unreachable")  # pragma: no cover
+        """The reply's JSON, by the failure policy above (`clearmed.core.http.request`)."""
+        try:
+            reply = request(
+                "POST",
+                self.url,
+                api_key=self._api_key,
+                timeout=self.timeout,
+                body=body,
+                retries=self.num_retries,
+                want_json=True,
+                bounded=True,
+                service=self.service,
+                final=lambda reply: _fatal_cause(reply) is not None,  # no retry mends a refused key or balance
+            )
+        except NoReply as failed:
+            raise ScoringError(
+                f"scoring request failed: {failed.why}{_after(failed.retries)}", transient=True
+            ) from None
+        if reply.status == 200 and reply.payload is not None:
+            return reply.payload
+        if reply.status == 200:
+            why = "the server's 200 reply is not JSON (a proxy's page, or a cut-off body)"
+            raise ScoringError(why + _after(reply.retries), transient=True)
+        text = reply.error_text()
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        cause = _fatal_cause(reply)
+        if cause is not None:
+            raise FatalServiceError(self.service, cause, text, status=reply.status)
+        why = f"scoring request answered HTTP {reply.status}: {text}"
+        if reply.status not in RETRIED_STATUS:
+            raise ScoringError(why)
+        raise ScoringError(why + _after(reply.retries), transient=True)
 
 
-def _fatal_cause(status: int, response: requests.Response) -> FatalCause | None:
+def _after(retries: int) -> str:
+    return f" (after {retries} retries)" if retries else ""
+
+
+def _fatal_cause(reply: Reply) -> FatalCause | None:
     """The LM client's fatal refusals (`backbones.client.fatal_lm_error`), read from a scoring reply."""
-    try:
-        error = response.json().get("error") or {}
-    except (ValueError, AttributeError):
-        error = {}
+    error = reply.payload.get("error") if isinstance(reply.payload, dict) else None
     code = str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
-    if status in (401, 403) or code == "invalid_api_key":
+    if reply.status in (401, 403) or code == "invalid_api_key":
         return "auth"
-    if status == 402 or code in ("insufficient_quota", "billing_hard_limit_reached"):
+    if reply.status == 402 or code in ("insufficient_quota", "billing_hard_limit_reached"):
         return "billing"
-    if status == 404:
+    if reply.status == 404:
         return "model_not_found"
     return None
 
 
-def _error_text(response: requests.Response) -> str:
-    try:
-        payload = response.json()
-    except ValueError:
-        return response.text[:200]
-    error = payload.get("error", payload) if isinstance(payload, dict) else payload
-    message = error.get("message", error) if isinstance(error, dict) else error
-    return str(message)[:200]
+def token_scorer(lm: Any) -> TracedScorer | None:
+    """The scorer behind a `dspy.LM`, its passes traced as the LM's calls (`TracedScorer`), or None when its backend
+    exposes no log-probabilities."""
+    inner = _backend_scorer(lm)
+    return TracedScorer(lm, inner) if inner is not None else None
 
 
-def scorer_for(lm: Any) -> TokenScorer | None:
-    """The scorer behind a `dspy.LM`, or None when its backend exposes no log-probabilities."""
+def _backend_scorer(lm: Any) -> TokenScorer | None:
     engine = getattr(lm, "engine", None)
     if isinstance(engine, TokenScorer):
         return engine
@@ -303,6 +296,38 @@ def scorer_for(lm: Any) -> TokenScorer | None:
             service=str(getattr(lm, "service", "") or ""),
         )
     return None
+
+
+class TracedScorer:
+    """``scorer``'s passes, each seen by DSPy's callbacks as a call of ``lm``: `dspy.utils.callback.with_callbacks`
+    wraps it as it wraps `dspy.LM.__call__`, so the callbacks of ``dspy.settings.callbacks`` and of the LM's own
+    ``callbacks`` (a `BaseCallback`, ``mlflow.dspy.autolog()``) trace a scored answer as they trace a generated one.
+
+    ``on_lm_start`` gets the LM and DSPy's input shape: ``prompt`` (None), ``messages`` (the chat, the assistant prefix
+    as its final turn) and ``kwargs`` (``max_tokens`` 1, ``logprobs``, the ``candidates``); ``on_lm_end`` a list of one
+    completion, the most probable candidate as its ``text`` with every candidate's ``logprobs``, or the exception."""
+
+    def __init__(self, lm: Any, scorer: TokenScorer) -> None:
+        self.lm = lm
+        self.scorer = scorer
+
+    def score_next_token(
+        self, messages: Sequence[ChatMessage], assistant_prefix: str, candidates: Sequence[str]
+    ) -> NextTokenScores:
+        scorer, chat = self.scorer, list(messages)
+        scored: list[NextTokenScores] = []
+
+        # Named and shaped as `dspy.LM.__call__` (``self``, ``prompt``, ``messages``, ``**kwargs``): `with_callbacks`
+        # reports its arguments but ``self`` as the call's inputs.
+        @with_callbacks
+        def __call__(self: Any, prompt: Any = None, messages: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
+            result = scorer.score_next_token(chat, assistant_prefix, candidates)
+            scored.append(result)
+            return [{"text": max(result.logprobs, key=result.logprobs.__getitem__), "logprobs": dict(result.logprobs)}]
+
+        shown = [*chat, {"role": "assistant", "content": assistant_prefix}] if assistant_prefix else chat
+        __call__(self.lm, messages=shown, max_tokens=1, logprobs=True, candidates=list(candidates))
+        return scored[0]
 
 
 class EndpointCapabilities(BaseModel):
@@ -328,22 +353,21 @@ def probe_capabilities(
     false``, vLLM's and SGLang's fields)? A server that ignores unknown fields (OpenAI, llama.cpp's server) also
     answers the second with 200, so "accepted" means "not refused"; the first is checked in the reply itself."""
     url = api_base.rstrip("/") + "/chat/completions"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     base: dict[str, Any] = {"model": model, "max_tokens": 1, "temperature": 0.0}
 
-    def ask(body: dict[str, Any]) -> requests.Response | str:
-        try:
-            return requests.post(url, json={**base, **body}, headers=headers, timeout=timeout)
-        except requests.RequestException as exc:
-            return f"request failed: {type(exc).__name__}"
+    def ask(body: dict[str, Any]) -> Reply | str:
+        try:  # one request each, no retries: a report of what the endpoint does now
+            return request("POST", url, api_key=api_key, timeout=timeout, body={**base, **body}, retried=frozenset())
+        except NoReply as failed:
+            return f"request failed: {failed.why}"
 
     answer = ask({"messages": _PROBE_QUESTION, "logprobs": True, "top_logprobs": 5})
     logprobs, logprobs_note = _refusal(answer)
-    if logprobs is True and isinstance(answer, requests.Response):  # answered: is the list there?
+    if logprobs is True and isinstance(answer, Reply):  # answered: is the list there?
         try:
-            top = answer.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            top = answer.payload["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
             logprobs, logprobs_note = bool(top), f"{len(top)} top tokens" if top else "an empty top_logprobs list"
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (KeyError, IndexError, TypeError):
             logprobs, logprobs_note = False, "the reply has no top_logprobs"
     turn = [*_PROBE_QUESTION, {"role": "assistant", "content": "The answer is"}]
     continues, continue_note = _refusal(
@@ -356,10 +380,10 @@ def probe_capabilities(
     )
 
 
-def _refusal(answer: requests.Response | str) -> tuple[bool | None, str]:
+def _refusal(answer: Reply | str) -> tuple[bool | None, str]:
     """(True, "") for an HTTP 200; (False, why) for a refusal; (None, why) when the request itself failed."""
     if isinstance(answer, str):
         return None, answer
-    if answer.status_code != 200:
-        return False, f"HTTP {answer.status_code}: {_error_text(answer)}"
+    if answer.status != 200:
+        return False, f"HTTP {answer.status}: {answer.error_text()}"
     return True, ""

@@ -1,7 +1,10 @@
-"""Counting a prompt's tokens the way the server does, where it can.
+"""Counting a prompt's tokens the way the model does, where its tokenizer is known.
 
-The prompt fit estimates tokens from characters (`programs.lm.prompting`, 3.2 per token): no tokenizer of a remote
-model is at hand. Servers that have one say how many tokens a text is:
+The prompt fit estimates tokens from characters (`programs.lm.prompting`, 3.2 per token) unless the LM can count them
+(`ClearmedLM.count_tokens`). A hosted OpenAI model's tokenizer is tiktoken's encoding for it (`TiktokenCounter`: o200k
+for gpt-4o and the o-series, cl100k for gpt-4 and gpt-3.5), read from the encoding files LiteLLM bundles, so counting
+never downloads anything; a model tiktoken does not know, or whose encoding is not bundled, keeps the estimate.
+Servers that have a tokenizer say how many tokens a text is:
 
 - vLLM and SGLang: ``POST /tokenize`` ``{"model", "prompt"}`` -> ``{"count", "tokens", "max_model_len"}``;
 - llama.cpp's llama-server: ``POST /tokenize`` ``{"content"}`` -> ``{"tokens"}``;
@@ -14,13 +17,65 @@ is used for it (the stage's usage row records which counter it used).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
 
 from clearmed.backbones.context_window import Unreachable, request_json, server_root
 
-__all__ = ["ServerTokenCounter", "TokenCounter"]
+__all__ = ["ServerTokenCounter", "TextCounter", "TiktokenCounter", "TokenCounter", "tiktoken_counter"]
 
 TokenCounter = Literal["server", "estimate"]
+
+
+class TextCounter(Protocol):
+    def count(self, text: str) -> int | None: ...
+
+
+# The encodings LiteLLM ships in litellm/litellm_core_utils/tokenizers (tiktoken's cache layout): counted offline.
+_BUNDLED: Final = frozenset({"o200k_base", "cl100k_base", "p50k_base"})
+
+
+class TiktokenCounter:
+    """Counts text with tiktoken's encoding ``encoding`` (by name: the LM stays picklable)."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+
+    def count(self, text: str) -> int | None:
+        import tiktoken
+
+        return len(tiktoken.get_encoding(self.encoding).encode(text, disallowed_special=())) if text else None
+
+
+def tiktoken_counter(model: str) -> TiktokenCounter | None:
+    """The exact counter of an OpenAI model (``openai/gpt-4o`` or ``gpt-4o``), or None: another provider, a model
+    tiktoken does not map, or an encoding that would have to be downloaded."""
+    provider, _, name = model.rpartition("/")
+    if provider not in ("", "openai") or not _bundled_files():
+        return None
+    try:
+        import tiktoken
+
+        encoding = tiktoken.encoding_name_for_model(name)
+    except (ImportError, KeyError):
+        return None
+    return TiktokenCounter(encoding) if encoding in _BUNDLED else None
+
+
+def _bundled_files() -> bool:
+    """Point tiktoken at LiteLLM's bundled encodings (as importing LiteLLM does), unless the user named a cache; False
+    when neither is there (tiktoken would download the files)."""
+    if os.environ.get("TIKTOKEN_CACHE_DIR"):
+        return True
+    spec = importlib.util.find_spec("litellm")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    bundled = Path(locations[0]) / "litellm_core_utils" / "tokenizers" if locations else None
+    if bundled is None or not bundled.is_dir():
+        return False
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(bundled)
+    return True
 
 
 def _count(payload: Any) -> int | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -20,6 +22,7 @@ from clearmed.benchmarks import (
     _mmlu_pro,
     _nejm,
     _pubmedqa,
+    _questions,
 )
 from clearmed.benchmarks._base import BenchmarkDef, RowContext
 from clearmed.benchmarks._errors import (
@@ -30,6 +33,7 @@ from clearmed.benchmarks._errors import (
     UnknownBenchmarkError,
     UnusableRow,
 )
+from clearmed.benchmarks._io import RawRow
 from clearmed.benchmarks._sampling import sample
 from clearmed.benchmarks._types import BenchmarkInfo, BenchmarkSet, RowIssue
 from clearmed.signatures.records import OnError, Question
@@ -67,7 +71,14 @@ def _definition(name: str) -> BenchmarkDef:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise UnknownBenchmarkError(f"unknown benchmark {name!r}; available: {sorted(_REGISTRY)}") from None
+        raise UnknownBenchmarkError(
+            f"unknown benchmark {name!r}; available: {sorted(_REGISTRY)}, or {_questions.QUESTIONS!r} with your own "
+            f"file as the source ({_questions.QUESTIONS_FORMAT})"
+        ) from None
+
+
+def _parse_with(definition: BenchmarkDef, context: RowContext, row: RawRow) -> Question:
+    return definition.parse_row(row, context)
 
 
 def _validation_reason(error: ValidationError) -> str:
@@ -98,11 +109,17 @@ def load_benchmark(
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
-    definition = _definition(name)
     if revision is not None and source is not None:
         raise BenchmarkSourceError(f"{name}: a revision picks a hub copy; the local source {source} has none")
-    opened = definition.open_rows(Path(source).expanduser() if source is not None else None, split, revision)
-    context = RowContext(benchmark=name, split=opened.split, answer_mode=definition.info.answer_mode)
+    path = Path(source).expanduser() if source is not None else None
+    parse_row: Callable[[RawRow], Question]
+    if name == _questions.QUESTIONS:  # your own file: each question says its own answer mode (see _questions)
+        opened, parse_row = _questions.open_rows(path, split), _questions.parse_row
+    else:
+        definition = _definition(name)
+        opened = definition.open_rows(path, split, revision)
+        context = RowContext(benchmark=name, split=opened.split, answer_mode=definition.info.answer_mode)
+        parse_row = functools.partial(_parse_with, definition, context)
 
     questions: list[Question] = []
     skipped: list[RowIssue] = []
@@ -117,7 +134,7 @@ def load_benchmark(
         try:
             if row.error is not None:
                 raise RowError(row.error)
-            question = definition.parse_row(row, context)
+            question = parse_row(row)
             if question.id in first_seen:
                 raise RowError(f"duplicate question id {question.id} (first at {first_seen[question.id]})")
         except Excluded as signal:

@@ -13,10 +13,14 @@ section.key=value` overrides (`load_config(..., overrides=[...])`) are merged la
 paths against the working directory. The merged tables are validated like one file. A layer that changes a
 backbone's `kind` keeps of the layers under it only the fields of the new kind (`backbones.config.kind_fields`), so
 an embedded config is pointed at a server with `kind` and `api_base` alone.
+
+A run folder (or its config.json, `SNAPSHOT`) is a config too: the one that run was made with, so `-c RUN_DIR` reruns
+it (`--set` over it). `overrides_label` names a run's overrides in its default folder, so a sweep never collides.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tomllib
@@ -24,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -37,7 +42,7 @@ from clearmed.backbones.config import (
     kind_fields,
     parse_backbones,
 )
-from clearmed.core.sanitize import register_secret_env, register_url_credentials
+from clearmed.core.sanitize import REDACTED, redact_secrets, register_secret_env, register_url_credentials
 from clearmed.retrieval.config import CorpusConfig, SearchConfig
 from clearmed.retrieval.priors import QualityPriors
 from clearmed.signatures.records import Thresholds
@@ -140,11 +145,20 @@ def packaged_configs() -> dict[str, Path]:
     return {Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".toml")}
 
 
+# The config a run folder keeps (`clearmed.evaluation.runner.config_snapshot`): `-c RUN_DIR` reruns it.
+SNAPSHOT = "config.json"
+
+
 def resolve_config_path(name_or_path: str | None) -> Path:
-    """A packaged config name (`embedded`, `o3-mini`, ...) or a path to a TOML file."""
+    """A packaged config name (`embedded`, `o3-mini`, ...), a path to a TOML file, or a run folder (or its
+    config.json): the config that run was made with."""
     name = name_or_path or DEFAULT_CONFIG
     candidate = Path(name)
-    if candidate.suffix == ".toml" or candidate.exists():
+    if candidate.is_dir():
+        if not (candidate / SNAPSHOT).is_file():
+            raise ConfigError(f"{name}: a folder with no {SNAPSHOT}: give a config name, a TOML file or a run folder")
+        return candidate / SNAPSHOT
+    if candidate.suffix in (".toml", ".json") or candidate.exists():
         if not candidate.is_file():
             raise ConfigError(f"{name}: config file not found")
         return candidate
@@ -223,16 +237,59 @@ def register_config_secrets(config: ClearmedConfig) -> None:
 
 
 def load_config(name_or_path: str | None = None, overrides: Sequence[str] = ()) -> ClearmedConfig:
-    """A packaged config or TOML file, with what it `extends` under it and the `--set` overrides over it."""
+    """A packaged config or TOML file, with what it `extends` under it and the `--set` overrides over it; or the
+    config a run folder was made with (the folder, or its config.json), with the overrides over it."""
     path = resolve_config_path(name_or_path)
     tables = _read_extended(path, chain=())
-    if not overrides:
-        return parse_config(tables, source=str(path), base=path.parent)
-    tables = _layered(tables, _absolute_paths(parse_overrides(overrides), Path.cwd()))
+    if overrides:
+        tables = _layered(tables, _absolute_paths(parse_overrides(overrides), Path.cwd()))
+    base: Path | None = path.parent
+    if path.suffix == ".json":  # its paths are absolute, or relative to the working folder as the run read them
+        _refuse_masked(tables, path)
+        base = None
     try:
-        return parse_config(tables, source=str(path), base=path.parent)
+        return parse_config(tables, source=str(path), base=base)
     except ConfigError as err:
+        if not overrides:
+            raise
         raise ConfigError(f"{err} (with --set {' --set '.join(overrides)})") from None
+
+
+def config_name(source: str) -> str:
+    """What a config is called in run folder names and tables: its file's stem (`o3-mini`), or, for the config a run
+    folder keeps, that folder's name."""
+    path = Path(source)
+    if path.is_dir():
+        return path.name
+    return path.parent.name if path.name == SNAPSHOT else path.stem
+
+
+def _read_snapshot(path: Path) -> dict[str, Any]:
+    """A run folder's config.json as config tables: every setting the run was made with, its paths absolute (where
+    the config it was read from once lived, `source`, is left out: this file is now its source)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ConfigError(f"{path}: not valid JSON: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("backbones"), dict):
+        raise ConfigError(f"{path}: not a run's config snapshot (it has no backbones table)")
+    data.pop("source", None)
+    return data
+
+
+def _refuse_masked(tables: Mapping[str, Any], path: Path, where: str = "") -> None:
+    """A run folder's config has its credentials masked (a password in an `api_base`): rerun with it given again."""
+    for key, value in tables.items():
+        dotted = f"{where}.{key}" if where else key
+        if isinstance(value, Mapping):
+            _refuse_masked(value, path, dotted)
+        elif isinstance(value, str) and REDACTED in value:
+            raise ConfigError(
+                f"{path}: {dotted}: a credential in it was masked when the run was saved; give it again with "
+                f"--set {dotted}=..."
+            )
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -249,6 +306,8 @@ def _read_extended(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     made absolute against its own folder, as they would be read alone."""
     if path.resolve() in chain:
         raise ConfigError(f"{chain[0]}: extends {path}, which extends it again")
+    if path.suffix == ".json":
+        return _read_snapshot(path)
     tables = _read_toml(path)
     parent = tables.pop("extends", None)
     if parent is None:
@@ -329,3 +388,37 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
             table = nested
         table[name] = value
     return tables
+
+
+# A label longer than this is cut and ends in a digest of the whole, so that two sweeps of long values stay apart.
+_LABEL_CHARS = 64
+
+
+def overrides_label(overrides: Sequence[str]) -> str:
+    """A short, readable, filesystem-safe name of `--set` overrides, for a run folder: `program.local_k=3` or
+    `program.dynamic_k=4,program.local_k=3`. The same settings always give the same name, in any order (sorted by
+    key; a key set twice counts once, with its last value); a long one is cut and ends in a digest of the whole.
+    Empty without overrides."""
+    latest: dict[str, str] = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        latest[key.strip()] = _without_credentials(value.strip())
+    label = ",".join(f"{filename_slug(key)}={filename_slug(value, empty='')}" for key, value in sorted(latest.items()))
+    if len(label) <= _LABEL_CHARS:
+        return label
+    digest = hashlib.sha256(label.encode()).hexdigest()[:8]
+    return f"{label[: _LABEL_CHARS - 9].rstrip('-.,=')}-{digest}"
+
+
+def _without_credentials(value: str) -> str:
+    """A value as a folder name may show it: a URL as its host, port and path (no scheme, user or password), and any
+    registered secret masked."""
+    if "://" in value:
+        parts = urlsplit(value.strip("\"'"))
+        value = parts.netloc.rpartition("@")[2] + parts.path
+    return redact_secrets(value)
+
+
+def filename_slug(text: str, *, empty: str = "run") -> str:
+    """`text` as a file name's part: every run of characters other than letters, digits, `_`, `.` and `-` one `-`."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or empty

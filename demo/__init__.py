@@ -14,6 +14,12 @@ from pathlib import Path
 from clearmed.core.errors import UsageError
 from clearmed.signatures.records import Question
 
+__all__ = [
+    "demo_dir",
+    "demo_question",
+    "demo_questions",
+]
+
 
 def demo_dir() -> Path:
     return Path(str(resources.files("clearmed.demo")))

@@ -44,12 +44,12 @@ def check_same_question(question: Question, decision: Decision) -> None:
 def score_decision(question: Question, decision: Decision) -> QuestionScore:
     """Score an MCQ decision. Status `unparsed` / `failed` count as wrong and are flagged as such.
 
-    Free-text questions need a judge: use `FreeTextJudge.score_decision` (MedRBench) or `RubricGrader`
+    Free-text questions need a judge: use `FreeTextGrader.score_decision` (MedRBench) or `RubricGrader`
     (HealthBench).
     """
     check_same_question(question, decision)
     if not question.is_mcq:
-        raise ValueError(f"{question.id}: free-text questions are scored by FreeTextJudge or RubricGrader")
+        raise ValueError(f"{question.id}: free-text questions are scored by FreeTextGrader or RubricGrader")
     answer = decision.answer if decision.status == "answered" else None
     mcq = score_mcq(question, answer)
     return QuestionScore(

@@ -1,7 +1,7 @@
-"""Free-text outcome accuracy with an LLM judge (MedRBench protocol): one judge call per case, run with the
-judge's own LM. A judge call that fails or cannot be parsed is recorded on the judgement, never raised, except a fatal
+"""Free-text outcome accuracy graded by an LLM (MedRBench's "LLM judge" protocol): one grading call per case, run
+with the grader's own LM. A call that fails or cannot be parsed is recorded on the grade, never raised, except a fatal
 refusal (a revoked key, an exhausted balance: `FatalServiceError`), which stops the run. A transient failure (a 503, a
-timeout) marks the judgement `transient`: the question is degraded and regraded on resume, not scored wrong."""
+timeout) marks the grade `transient`: the question is degraded and regraded on resume, not scored wrong."""
 
 from __future__ import annotations
 
@@ -18,17 +18,17 @@ from clearmed.signatures.records.base import GradeVerdict
 if TYPE_CHECKING:
     import dspy
 
-JudgeTask = Literal["diagnosis", "treatment"]
+GradingTask = Literal["diagnosis", "treatment"]
 _ANSWER_MARKER = "### Answer"
 
 
-class FreeTextJudgement(BaseModel):
+class FreeTextGrade(BaseModel):
     """The judge's verdict on one candidate. `verdict is None` means no verdict: see `error`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     question_id: str
-    task: JudgeTask
+    task: GradingTask
     candidate: str | None
     verdict: GradeVerdict | None = None
     rationale: str = ""
@@ -53,33 +53,33 @@ def extract_final_answer(text: str) -> str:
     return " ".join(tail.replace(":", " ").split())
 
 
-def _task_of(question: Question, task: JudgeTask | None) -> JudgeTask:
+def _task_of(question: Question, task: GradingTask | None) -> GradingTask:
     if task is not None:
         return task
     value = question.metadata.get("task")
     return "treatment" if value == "treatment" else "diagnosis"
 
 
-class FreeTextJudge:
-    """Runs `JudgeDiagnosis` / `JudgeTreatment` under `dspy.context(lm=judge_lm)`.
+class FreeTextGrader:
+    """Runs `GradeDiagnosis` / `GradeTreatment` under `dspy.context(lm=grader_lm)`.
 
     `task=None` takes the task from `question.metadata["task"]` (the MedRBench loaders set it).
     """
 
-    def __init__(self, judge_lm: dspy.BaseLM, *, task: JudgeTask | None = None) -> None:
-        self.judge_lm = judge_lm
+    def __init__(self, grader_lm: dspy.BaseLM, *, task: GradingTask | None = None) -> None:
+        self.grader_lm = grader_lm
         self.task = task
         # DSPy is loaded by the judge alone: scoring and tuning over stored runs never judge (tests/test_layers.py).
         import dspy
 
-        from clearmed.signatures.grading import JudgeDiagnosis, JudgeTreatment
+        from clearmed.signatures.grading import GradeDiagnosis, GradeTreatment
 
-        self.predictors: dict[JudgeTask, dspy.Predict] = {
-            "diagnosis": dspy.Predict(JudgeDiagnosis),
-            "treatment": dspy.Predict(JudgeTreatment),
+        self.predictors: dict[GradingTask, dspy.Predict] = {
+            "diagnosis": dspy.Predict(GradeDiagnosis),
+            "treatment": dspy.Predict(GradeTreatment),
         }
 
-    def judge(self, question: Question, candidate: str | Answer | None) -> FreeTextJudgement:
+    def grade(self, question: Question, candidate: str | Answer | None) -> FreeTextGrade:
         task = _task_of(question, self.task)
         if question.gold_text is None:
             raise ValueError(f"{question.id}: no reference answer (gold_text) to judge against")
@@ -87,28 +87,28 @@ class FreeTextJudge:
         text = extract_final_answer(text) if text else None
         if not text:
             # Nothing to judge: wrong without asking the judge, as an empty answer would be.
-            return FreeTextJudgement(
+            return FreeTextGrade(
                 question_id=question.id, task=task, candidate=None, verdict="incorrect", rationale="no answer"
             )
         case = f"{question.context}\n\n{question.text}" if question.context else question.text
         import dspy
 
         try:
-            with dspy.context(lm=self.judge_lm):
+            with dspy.context(lm=self.grader_lm):
                 prediction = self.predictors[task](
                     case=case, reference_answer=question.gold_text, candidate_answer=text
                 )
         except FatalServiceError:  # every later judgement would fail too: the run stops
             raise
         except Exception as exc:  # parse errors and LM errors alike become a recorded failure
-            return FreeTextJudgement(
+            return FreeTextGrade(
                 question_id=question.id,
                 task=task,
                 candidate=text,
                 error=describe_error(exc),
                 transient=is_transient(exc),
             )
-        return FreeTextJudgement(
+        return FreeTextGrade(
             question_id=question.id,
             task=task,
             candidate=text,
@@ -127,7 +127,7 @@ class FreeTextJudge:
         candidate: str | None = None
         if decision.status == "answered":
             candidate = decision.response or (decision.answer.display() if decision.answer else None)
-        judgement = self.judge(question, candidate) if decision.status == "answered" else None
+        judgement = self.grade(question, candidate) if decision.status == "answered" else None
         return QuestionScore(
             question_id=question.id,
             answer_mode=question.answer_mode,

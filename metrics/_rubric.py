@@ -92,10 +92,10 @@ class RubricGrader:
     revoked or exhausted judge key) is raised: the run stops.
     """
 
-    def __init__(self, judge_lm: dspy.BaseLM, *, max_attempts: int = 3) -> None:
+    def __init__(self, grader_lm: dspy.BaseLM, *, max_attempts: int = 3) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        self.judge_lm = judge_lm
+        self.grader_lm = grader_lm
         self.max_attempts = max_attempts
         # DSPy is loaded by the grader alone: scoring and tuning over stored runs never grade (tests/test_layers.py).
         import dspy
@@ -112,7 +112,7 @@ class RubricGrader:
         for attempt in range(self.max_attempts):
             config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
             try:
-                with dspy.context(lm=self.judge_lm):
+                with dspy.context(lm=self.grader_lm):
                     prediction = self.predictor(
                         conversation=conversation, rubric_item=render_rubric_item(item), config=config
                     )

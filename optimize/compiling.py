@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import dspy
 from dspy.utils.callback import BaseCallback
@@ -193,16 +193,32 @@ def unfreeze(program: dspy.Module, paths: Sequence[str]) -> None:
 # ------------------------------------------------------------------------------------------------ scoring
 
 
+Tick = Callable[[], None]
+
+
+class CompileProgress(Protocol):
+    """Where `compile_program` says how far it is (the CLI's lines in a batch log): each phase as it starts, then
+    one tick per unit of it, from any thread."""
+
+    def phase(self, label: str, total: int | None, unit: str) -> Tick: ...
+
+
+def _no_tick() -> None:
+    return None
+
+
 class CallCounter(BaseCallback):
     """Counts LM calls (cache hits included) made anywhere under a dspy context that installs it."""
 
-    def __init__(self) -> None:
+    def __init__(self, tick: Tick = _no_tick) -> None:
         self.calls = 0
         self._lock = threading.Lock()
+        self._tick = tick
 
     def on_lm_end(self, call_id: str, outputs: dict[str, Any] | None, exception: BaseException | None = None) -> None:
         with self._lock:
             self.calls += 1
+        self._tick()
 
 
 class SplitScore(BaseModel):
@@ -218,15 +234,23 @@ class SplitScore(BaseModel):
 
 
 def score_program(
-    program: dspy.Module, questions: Sequence[Question], split: Literal["train", "val"], threads: int = 1, seed: int = 0
+    program: dspy.Module,
+    questions: Sequence[Question],
+    split: Literal["train", "val"],
+    threads: int = 1,
+    seed: int = 0,
+    tick: Tick = _no_tick,
 ) -> SplitScore:
-    """Run the program on each question and score its Decision (never raises for a failing question)."""
+    """Run the program on each question and score its Decision (never raises for a failing question); `tick` as
+    each question finishes."""
 
     def one(question: Question) -> tuple[Question, Decision | None]:
         try:
             return question, _decision(program(question=question))
         except Exception:  # a crashed question scores as wrong; the program records its own failures
             return question, None
+        finally:
+            tick()
 
     started = time.perf_counter()
     if threads > 1:
@@ -371,15 +395,23 @@ def compile_program(
     val: Sequence[Question],
     settings: CompileSettings,
     lms: CompileLMs,
+    progress: CompileProgress | None = None,
 ) -> tuple[dspy.Module, CompileReport]:
-    """Score the student on val, compile it on train (val for optimizers that select), score it again."""
+    """Score the student on val, compile it on train (val for optimizers that select), score it again; each phase
+    told to `progress`."""
+
+    def phase(label: str, total: int | None, unit: str) -> Tick:
+        return progress.phase(label, total, unit) if progress is not None else _no_tick
+
     _check_sizes(settings, len(train), len(val))
     overlap = {q.id for q in train} & {q.id for q in val}
     if overlap:
         raise UsageError(f"train and val share {len(overlap)} ids")
     stages = settings.stages or predictor_names(student)
-    before = score_program(student, val, "val", settings.threads, settings.seed)
-    counter = CallCounter()
+    before = score_program(
+        student, val, "val", settings.threads, settings.seed, phase("val before", len(val), "questions")
+    )
+    counter = CallCounter(phase("optimizing", None, "LM calls"))
     started = time.perf_counter()
     # Optimizers read dspy.settings.lm (SIMBA, MIPROv2's defaults); no history kept on deep-copied LMs.
     callbacks = [*dspy.settings.get("callbacks", []), counter]
@@ -389,7 +421,9 @@ def compile_program(
     unfreeze(compiled, frozen)
     for _, predictor in compiled.named_predictors():
         predictor.lm = None  # SIMBA binds sampling copies of the LM; the program's LMs come from its config
-    after = score_program(compiled, val, "val", settings.threads, settings.seed)
+    after = score_program(
+        compiled, val, "val", settings.threads, settings.seed, phase("val after", len(val), "questions")
+    )
     report = CompileReport(
         settings=settings,
         stages=list(stages),

@@ -67,7 +67,7 @@ def inputs_of(bundle: EvidenceBundle, agreement: Agreement) -> VerifierInputs:
     return VerifierInputs(answers=answers, agreement=agreement, followup_rounds=len(bundle.followups))
 
 
-def _recorded_verifications(decision: Decision) -> list[_Verification]:
+def _stored_verifications(decision: Decision) -> list[_Verification]:
     """The verifier outputs the actions gave, in order. A record written before steps named their inputs: the
     n-th verification read the bundle with its first n rounds (all needs_more_search rounds: verifications come
     before the guard or audit), which is what replay derives for it."""
@@ -100,7 +100,7 @@ def _derived_contest(decision: Decision, step: AdjudicationStep) -> Contest | No
     return Contest(default=default, challenger=challenger, followup_rounds=len(bundle.followups))
 
 
-def _recorded_assessment(decision: Decision, mechanism: str) -> _Assessment | None:
+def _stored_assessment(decision: Decision, mechanism: str) -> _Assessment | None:
     failed = f"{mechanism}_assessment_failed"
     for step in decision.steps:
         if step.mechanism != mechanism:
@@ -116,7 +116,7 @@ def _recorded_assessment(decision: Decision, mechanism: str) -> _Assessment | No
 
 
 @dataclass
-class RecordedActions:
+class ReplayedActions:
     """AdjudicationActions served from one stored Decision, each judgement only for what it judged."""
 
     decision: Decision
@@ -129,7 +129,7 @@ class RecordedActions:
     _verifications: list[_Verification] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self._verifications = _recorded_verifications(self.decision)
+        self._verifications = _stored_verifications(self.decision)
 
     def _miss(self, what: str) -> None:
         self.misses.append(what)
@@ -186,7 +186,7 @@ class RecordedActions:
         self, mechanism: str, bundle: EvidenceBundle, default: Answer, challenger: Answer
     ) -> GuardAssessment | AuditAssessment | StepError | None:
         """The recorded assessment of this contest, or None after counting the miss."""
-        recorded = _recorded_assessment(self.decision, mechanism)
+        recorded = _stored_assessment(self.decision, mechanism)
         asked = Contest(default=default, challenger=challenger, followup_rounds=len(bundle.followups))
         what = f"{default.display()} against {challenger.display()} after {asked.followup_rounds} rounds"
         if recorded is not None and recorded.contest == asked:
@@ -222,10 +222,10 @@ def replay_decision(
     mechanisms: Mechanisms = ALL_MECHANISMS,
     *,
     live: AdjudicationActions | None = None,
-) -> tuple[Adjudicated, RecordedActions]:
+) -> tuple[Adjudicated, ReplayedActions]:
     """Re-run the adjudication rules of one stored Decision under other thresholds or switches."""
     if decision.agreement is None:
         raise ReplayMiss(f"{decision.question_id}: the decision has no recorded agreement (not a CLEAR decision)")
-    actions = RecordedActions(decision, live=live, thresholds=thresholds)
+    actions = ReplayedActions(decision, live=live, thresholds=thresholds)
     result = adjudicate(decision.bundle.initial(), decision.agreement, thresholds, actions, mechanisms)
     return result, actions

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from clearmed.core.errors import UsageError
 from clearmed.evaluation.store import EvalRecord, read_records
 from clearmed.metrics import score_mcq
-from clearmed.optimize.replay import RecordedActions, ReplayMiss, replay_decision
+from clearmed.optimize.replay import ReplayedActions, ReplayMiss, replay_decision
 from clearmed.programs.adjudication import AdjudicationActions, Mechanisms
 from clearmed.programs.adjudication.rules import gate_accepts
 from clearmed.signatures.records import CallUsage, Decision, Question, Thresholds
@@ -98,7 +98,7 @@ class DecisionCost:
             original=Cost.of(decision.usage),
         )
 
-    def replayed(self, actions: RecordedActions) -> Cost:
+    def replayed(self, actions: ReplayedActions) -> Cost:
         served = actions.served
         total = self.fixed
         for cost in self.verifications[: served["verify"]]:

@@ -10,9 +10,12 @@ Tavily's documented errors (docs.tavily.com, ``POST /search``) and what a search
 - anything else (400 such as a query over 400 characters, JSON without a results list, retries exhausted) is an
   `EvidenceError` with a `kind`, which the pathway records (transient kinds degrade the question).
 
+A connection refused, or a host not found, before Tavily's endpoint ever answered is a `FatalServiceError` too (a wrong
+``api_base_url``: `clearmed.core.endpoints`); after an answer it is a dropped connection, retried.
+
 A search's ``timeout`` bounds each attempt in total (`clearmed.core.retries.bounded_call`), not only the wait for the
-next byte: a server trickling its reply cannot hold a search past it. The session marks each pooled connection a
-search reuses as the attempt's (`guard_socket`), so the deadline can end a read on it.
+next byte: a server trickling its reply cannot hold a search past it. The session (`clearmed.core.http.guarded_session`)
+marks each pooled connection a search reuses as the attempt's, so the deadline can end a read on it.
 
 tavily-python runs *keyless* (rate-limited, anonymous) when no key is set instead of failing, so the key is checked
 here before any request. The key is read from the environment only, and scrubbed from every message we raise.
@@ -33,18 +36,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from tavily import BadRequestError, InvalidAPIKeyError, TavilyClient, UsageLimitExceededError
 from tavily.errors import ForbiddenError
 from tavily.errors import TimeoutError as TavilyTimeoutError
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from clearmed.core.endpoints import mark_reached, unreachable_error
 from clearmed.core.errors import FatalCause, FatalServiceError
+from clearmed.core.http import guarded_session
 from clearmed.core.retries import (
     DeadlineExceeded,
-    backoff_delay,
     bounded_call,
-    guard_socket,
     note_credits,
-    note_retry,
     retry_hint_s,
+    retrying,
 )
 from clearmed.core.sanitize import register_secret_env
 from clearmed.retrieval.base import EvidenceError, SearchFailure
@@ -63,6 +64,8 @@ _FATAL_HINT: Final[dict[FatalCause, str]] = {
     "auth": "check the key in {env}",
     "billing": "raise the plan or the pay-as-you-go limit, or wait for the credits to renew",
 }
+# Where tavily-python sends a search when no api_base_url is set.
+DEFAULT_API_BASE = "https://api.tavily.com"
 # Tavily's documented ceiling for max_results.
 MAX_RESULTS = 20
 # Tavily answers HTTP 400 {"detail": {"error": "Query is too long. Max query length is 400 characters."}}
@@ -148,10 +151,8 @@ class TavilySearch:
         if self._client is None or key != self._client_key:
             # Our own session, so a response hook can keep what tavily-python's exceptions drop: the status
             # (403, 432 and 433 all arrive as ForbiddenError) and the Retry-After header.
-            session = requests.Session()
+            session = guarded_session()
             session.hooks["response"].append(_remember_response)
-            for scheme in ("http://", "https://"):
-                session.mount(scheme, _GuardedAdapter())
             self._client = TavilyClient(api_key=key, api_base_url=self.options.api_base_url, session=session)
             self._client_key = key
         return self._client, key
@@ -173,18 +174,17 @@ class TavilySearch:
             return []
         client, key = self._get_client()
         count = min(max_results, MAX_RESULTS)
-        retrying = Retrying(
-            stop=stop_after_attempt(self.max_retries + 1),
-            retry=retry_if_exception(_is_transient),
-            wait=_wait,
-            before_sleep=_note,
+        policy = retrying(
+            BACKEND,
+            self.max_retries,
+            transient=_is_transient,
+            hint=lambda exc: retry_hint_s(exc.headers) if isinstance(exc, _Failed) else None,
             sleep=lambda seconds: _sleep(seconds),
-            reraise=True,
         )
         try:
-            response = retrying(self._search_once, client, query, count)
+            response = policy(self._search_once, client, query, count)
         except _Failed as failed:
-            raise self._error(failed, key, retries=retrying.statistics.get("attempt_number", 1) - 1) from None
+            raise self._error(failed, key, retries=policy.statistics.get("attempt_number", 1) - 1) from None
         note_credits(BACKEND, self.credits_per_search)  # billed once it answered (a cache hit never gets here)
         return self._to_passages(response, query, count)
 
@@ -197,6 +197,10 @@ class TavilySearch:
             )
         except Exception as exc:
             seen = _LAST_RESPONSE.get()
+            if seen is None:  # a refused connection before Tavily ever answered: a wrong address, never retried
+                fatal = unreachable_error("Tavily", self.options.api_base_url or DEFAULT_API_BASE, exc)
+                if fatal is not None:
+                    raise fatal from None
             raise _Failed(exc, *(seen or (None, {}))) from exc
 
     def _error(self, failed: _Failed, key: str, *, retries: int) -> Exception:
@@ -271,35 +275,13 @@ class _Failed(Exception):
         self.headers = headers
 
 
-class _GuardReused(HTTPConnectionPool):
-    """A pool whose reused connection is marked as the bounded attempt's (a new one is marked as it connects)."""
-
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        conn = super()._get_conn(timeout)
-        sock = getattr(conn, "sock", None)  # urllib3's HTTPConnection; None until it connects
-        if sock is not None:
-            guard_socket(sock)
-        return conn
-
-
-class _GuardedHTTPSPool(_GuardReused, HTTPSConnectionPool):
-    pass
-
-
-class _GuardedAdapter(requests.adapters.HTTPAdapter):
-    """requests' adapter over `_GuardReused` pools, so a search's deadline reaches a keep-alive connection too."""
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _GuardReused, "https": _GuardedHTTPSPool}
-
-
 # The last response the session saw in this context (a thread or task of its own): set by the hook, read on failure.
 _LAST_RESPONSE: ContextVar[tuple[int, dict[str, str]] | None] = ContextVar("clearmed_tavily_response", default=None)
 
 
 def _remember_response(response: requests.Response, *args: object, **kwargs: object) -> None:
     _LAST_RESPONSE.set((response.status_code, dict(response.headers)))
+    mark_reached(response.url)
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -315,17 +297,6 @@ def _is_transient(exc: BaseException) -> bool:
         error,
         UsageLimitExceededError | TavilyTimeoutError | DeadlineExceeded | requests.Timeout | requests.ConnectionError,
     )
-
-
-def _wait(state: RetryCallState) -> float:
-    failed = state.outcome.exception() if state.outcome is not None else None
-    headers = failed.headers if isinstance(failed, _Failed) else {}
-    return backoff_delay(state.attempt_number - 1, retry_hint_s(headers))
-
-
-def _note(state: RetryCallState) -> None:
-    # Counted right before the sleep: tenacity also computes a wait for the last attempt, which never sleeps.
-    note_retry(BACKEND, state.next_action.sleep if state.next_action is not None else 0.0)
 
 
 # Module-level so tests can replace the clock.

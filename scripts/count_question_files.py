@@ -2,13 +2,18 @@
 config, with a scripted LM (and scripted option scores) in place of the model, traced from the command line to
 the printed Decision.
 
-    python scripts/count_question_files.py [--demo demo-01] [--list]
+    python scripts/count_question_files.py [--demo demo-01] [--dissent] [--list]
+
+`--dissent`: the dynamic pathway (the one whose evidence is web pages, `[W1]`) scores B most likely, against the
+others' A, so the dynamic answer challenges the consensus: the challenge audit's follow-up search and its gate run too.
 
 A file counts when one of its functions or methods runs; a module's top level and class bodies (its import) do
-not count. The model's stand-in is defined here, so that nothing a real run would not load is loaded before tracing starts.
-Nor does what runs while a module is imported (a comprehension or helper building a module constant, the import
-system probing a package's `__getattr__`): the first version of this script counted those, and gave 54 files before
-issue 33 (the review that filed it counted 57) and 47 after it; this one gives 44. Issue 33 asks for at most 45.
+not count, nor does anything they call (a helper's comprehension building a module constant), nor the import
+system probing a package's `__getattr__`. The model's stand-in is defined here, so that nothing a real run would not
+load is loaded before tracing starts. The first version of this script counted what runs while a module is
+imported, and gave 54 files before issue 33 (the review that filed it counted 57) and 47 after it; the next one
+still counted a comprehension inside a helper called at import (two files), and gave 44 after issue 33 and 47
+before issue 49; this one gives 45 (agreed) and 49 (`--dissent`) on the commit before issue 49's last step.
 """
 
 from __future__ import annotations
@@ -39,13 +44,17 @@ def _project_file(filename: str) -> str | None:
 
 
 class _ScriptedEngine:
-    """The model's stand-in: every pathway scores option A most likely, and a generated step answers A. Defined
-    here, not taken from `clearmed.testing`, so that nothing the question would not load is loaded first."""
+    """The model's stand-in: every pathway scores option A most likely (with `dissent`, the dynamic one B), and a
+    generated step answers A. Defined here, not taken from `clearmed.testing`, so that nothing the question would
+    not load is loaded first."""
+
+    dissent = False
 
     def score_next_token(self, messages: Any, assistant_prefix: str, candidates: Any) -> Any:
         from clearmed.backbones.logprobs import NextTokenScores
 
-        probs = {candidate: (0.7 if candidate.strip() in {"A", "yes"} else 0.1) for candidate in candidates}
+        liked = {"B"} if self.dissent and "[W1]" in str(messages) else {"A", "yes"}
+        probs = {candidate: (0.7 if candidate.strip() in liked else 0.1) for candidate in candidates}
         return NextTokenScores(logprobs={c: math.log(p) for c, p in probs.items()}, prompt_tokens=100)
 
     def complete(self, request: Any) -> Any:
@@ -78,26 +87,36 @@ def _scripted_lm() -> Any:
     return lm
 
 
-def trace_question(demo: str) -> tuple[set[str], int]:
+def _importing(frame: FrameType) -> bool:
+    """Whether `frame` runs for an import: called by a module's top level or a class body, or by anything the import
+    system runs (a helper's comprehension building a module constant counts as the import, not as a step)."""
+    caller = frame.f_back
+    if caller is not None and not caller.f_code.co_flags & inspect.CO_NEWLOCALS:
+        return True
+    while caller is not None:  # the import system's own frames (`python -m` runs under frozen runpy: not those)
+        if caller.f_code.co_filename.startswith(("<frozen importlib", "<frozen zipimport")):
+            return True
+        caller = caller.f_back
+    return False
+
+
+def trace_question(demo: str, *, dissent: bool = False) -> tuple[set[str], int]:
     """The project files the question ran through, and the command's exit code."""
     seen: set[str] = set()
+    _ScriptedEngine.dissent = dissent
 
     def tracer(frame: FrameType, event: str, arg: Any) -> None:
         # A function or method that runs: a module's top level and a class body (its import) are not steps, nor
         # what they call while the module is imported (a comprehension or a helper building a module constant), nor
         # the import system's probe of a package's `__getattr__`.
-        caller = frame.f_back
-        importing = caller is not None and (
-            not caller.f_code.co_flags & inspect.CO_NEWLOCALS or caller.f_code.co_filename.startswith("<frozen")
-        )
-        if event == "call" and frame.f_code.co_flags & inspect.CO_NEWLOCALS and not importing:
+        if event == "call" and frame.f_code.co_flags & inspect.CO_NEWLOCALS and not _importing(frame):
             name = _project_file(frame.f_code.co_filename)
             if name is not None:
                 seen.add(name)
         return None
 
-    threading.settrace(tracer)  # type: ignore[arg-type]
-    sys.settrace(tracer)  # type: ignore[arg-type]
+    threading.settrace(tracer)
+    sys.settrace(tracer)
     try:
         # Inside the trace: the setup imports only what `ask` imports (dspy, clearmed.assemble) besides this file.
         from clearmed.cli.main import main as clearmed_main
@@ -106,16 +125,17 @@ def trace_question(demo: str) -> tuple[set[str], int]:
         code = clearmed_main(["ask", "--demo", demo, "--json"])
     finally:
         sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
     return seen, code
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", default="demo-01")
+    parser.add_argument("--dissent", action="store_true", help="the dynamic pathway disagrees with the others")
     parser.add_argument("--list", action="store_true", help="print the files, grouped by folder")
     args = parser.parse_args()
-    files, code = trace_question(args.demo)
+    files, code = trace_question(args.demo, dissent=args.dissent)
     if args.list:
         for name in sorted(files):
             print(name, file=sys.stderr)

@@ -194,7 +194,7 @@ class MapToOptions(dspy.Signature):
     letters: str = dspy.OutputField(desc="the option letter(s), comma separated, or NONE")
 
 
-class JudgeAgreement(dspy.Signature):
+class AssessAgreement(dspy.Signature):
     """Decide which of three free-text answers to the same medical question mean the same thing clinically
     (same diagnosis, same treatment), ignoring wording."""
 

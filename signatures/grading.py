@@ -1,7 +1,7 @@
 """Judge prompts for scoring free-text answers. The prompts live in the docstrings and field descriptions,
 where DSPy optimizers can see them; the code that runs them and turns verdicts into scores is in `metrics/`.
 
-* `JudgeDiagnosis`, `JudgeTreatment`: MedRBench outcome accuracy (one call per case; the judge compares the
+* `GradeDiagnosis`, `GradeTreatment`: MedRBench outcome accuracy (one call per case; the judge compares the
   candidate with the reference). MedRBench's judge answers Correct/Wrong; ours adds `partially_correct` so the
   near misses are visible, and the MedRBench accuracy counts only `correct`. Deviation: MedRBench's treatment
   judge may also accept a plan that web-search evidence supports; that search step is not reproduced here.
@@ -15,7 +15,7 @@ import dspy
 from clearmed.signatures.records.base import GradeVerdict
 
 
-class JudgeDiagnosis(dspy.Signature):
+class GradeDiagnosis(dspy.Signature):
     """You are a medical expert grading a diagnosis against the reference diagnosis of a published case.
 
     Judge only the diagnosis itself, not its cause, work-up or treatment.
@@ -35,7 +35,7 @@ class JudgeDiagnosis(dspy.Signature):
     rationale: str = dspy.OutputField(desc="one or two sentences")
 
 
-class JudgeTreatment(dspy.Signature):
+class GradeTreatment(dspy.Signature):
     """You are a medical expert grading a treatment plan against the reference treatment of a published case.
 
     - correct: the candidate's plan has the same meaning as the reference (same key interventions, drugs or

@@ -98,18 +98,21 @@ def test_import_clearmed_loads_only_the_version_until_a_name_is_used() -> None:
 
 
 def test_the_face_names_each_function_where_it_is_defined() -> None:
+    from clearmed.api.compare import compare_runs
     from clearmed.api.evaluate import estimate_run, evaluate
     from clearmed.api.request import EvalRequest
     from clearmed.api.suite import evaluate_suite, merge_shards
     from clearmed.assemble import build_program
     from clearmed.config import load_config
-    from clearmed.evaluation.results_table import results_frame
+    from clearmed.evaluation.results_table import results_frame, runs_frame
 
     assert (clearmed.load_config, clearmed.build_program) == (load_config, build_program)
     assert (clearmed.evaluate, clearmed.results_frame) == (evaluate, results_frame)
     assert (clearmed.EvalRequest, clearmed.estimate_run) == (EvalRequest, estimate_run)
     assert (clearmed.evaluate_suite, clearmed.merge_shards) == (evaluate_suite, merge_shards)
+    assert (clearmed.runs_frame, clearmed.compare_runs) == (runs_frame, compare_runs)
     assert set(clearmed.__all__) == {
+        "compare_runs",
         "__version__",
         "build_program",
         "evaluate",
@@ -117,6 +120,7 @@ def test_the_face_names_each_function_where_it_is_defined() -> None:
         "merge_shards",
         "load_config",
         "results_frame",
+        "runs_frame",
         "EvalRequest",
         "estimate_run",
     }
@@ -312,6 +316,12 @@ def test_the_readme_python_example_runs_and_its_folders_go_to_compare_report_and
     assert list(table.question_id) == [q.id for q in map(question_of, namespace["questions"])]
     assert table.correct.tolist()[:2] == [True, False]  # the scripted scores favour A: B (scurvy) is missed
     assert table.correct.isna().tolist() == [False, False, True]  # free text is answered, not scored
+    every_run = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert sorted({(row["run"], row["program"]) for row in every_run}) == [
+        ("runs/python-api/clear", "clear"),
+        ("runs/python-api/direct", "direct"),
+    ]
+    assert len(every_run) == 6
     saved = json.loads((tmp_path / "runs/python-api/dspy.json").read_text())
     assert [row["exact"] for row in saved] == [True, False]
     assert all(row["decision"]["bundle"]["question"]["options"] for row in saved)
@@ -335,3 +345,54 @@ def test_dspy_evaluate_saves_plain_examples_as_json(scripted: None, demo_config:
     rows = json.loads(out.read_text())
     assert [row["decision"]["status"] for row in rows] == ["answered", "answered"]
     assert rows[0]["decision"]["answer"]["letters"] == ["B"]
+
+
+# ------------------------------------------------------------------------------------------------ one question format
+
+
+def test_evaluate_reads_the_shared_copy_as_clearmed_eval_does(
+    scripted: None, demo_config: Path, tmp_path: Path
+) -> None:
+    from clearmed.api.questions import shared_source
+    from clearmed.retrieval.corpus import CorpusError
+
+    try:
+        shared = shared_source("medqa")
+    except CorpusError:
+        pytest.skip("the shared data folder is absent")
+    if not shared.is_file():
+        pytest.skip(f"{shared} is absent")
+    cli_run, api_run = tmp_path / "cli", tmp_path / "api"
+    argv = ["eval", "--program", "direct", "--benchmark", "medqa", "--source", "shared", "--limit", "2"]
+    assert main([*argv, "-c", str(demo_config), "--run-dir", str(cli_run)]) == 0
+    summary = clearmed.evaluate("direct", "medqa", source="shared", limit=2, config=str(demo_config), run_dir=api_run)
+    assert summary.evaluated == 2
+    assert json.loads((api_run / "manifest.json").read_text())["source"] == str(shared)
+    assert _comparable(api_run) == _comparable(cli_run)
+
+
+def test_a_file_of_your_own_questions_is_the_list_evaluate_takes(
+    scripted: None, demo_config: Path, tmp_path: Path
+) -> None:
+    questions: list[dict[str, object]] = [
+        {"question": "Which vitamin deficiency causes scurvy?", "options": ["Vitamin D", "Vitamin C"], "answer": "B"},
+        {"id": "htn-1", "question": "First-line drug class for hypertension?", "options": ["Thiazides", "Digoxin"]},
+        {"question": "Which gland makes cortisol?", "options": {"A": "Adrenal", "B": "Pineal"}, "answer": "A"},
+    ]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in questions), encoding="utf-8")
+    config = str(demo_config)
+    listed = clearmed.evaluate("direct", questions, config=config, run_dir=tmp_path / "list")
+    filed = clearmed.evaluate("direct", "questions", source=str(path), config=config, run_dir=tmp_path / "file")
+    assert (filed.benchmark, filed.evaluated) == (listed.benchmark, listed.evaluated) == ("questions", 3)
+    answers = [
+        [(r.question_id, r.decision.answer) for r in sorted(read_records(run), key=lambda r: r.index)]
+        for run in (tmp_path / "list", tmp_path / "file")
+    ]
+    assert answers[0] == answers[1]
+    assert [qid for qid, _ in answers[0]] == [question_of(item).id for item in questions]
+    assert filed.accuracy == listed.accuracy
+    # htn-1 has no answer: answered, not scored (as a free-text question without its reference), never a traceback
+    assert filed.unscored == 1
+    assert filed.accuracy is not None
+    assert filed.accuracy.n == 2

@@ -134,9 +134,7 @@ class Resolver:
             return False
         if len(parts) == 2 and parts[0].islower() and parts[1][:1].isupper():  # module.Class, module.CONSTANT
             return (
-                parts[0] in self.stems
-                or parts[0] in OPTIONAL_MODULES
-                or importlib.util.find_spec(parts[0]) is not None
+                parts[0] in self.stems or parts[0] in OPTIONAL_MODULES or importlib.util.find_spec(parts[0]) is not None
             )
         return None
 

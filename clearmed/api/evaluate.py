@@ -21,6 +21,7 @@ from rich.console import Console
 
 from clearmed.api.questions import QuestionInput, given_questions, load_questions, question_of
 from clearmed.api.request import EvalRequest
+from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from clearmed.optimize.artifacts import ProgramArtifact
     from clearmed.signatures.records import Question
 
-__all__ = ["EvalRequest", "estimate_run", "evaluate", "question_of"]
+__all__ = ["EvalRequest", "LeftToRedo", "estimate_run", "evaluate", "left_to_redo", "question_of"]
 
 
 def evaluate(
@@ -49,11 +50,15 @@ def evaluate(
 
     `questions` is a benchmark name (`clearmed benchmarks`; "demo" for the built-in bundle) or a list: strings,
     dicts such as ``{"question": ..., "options": [...], "answer": "B"}``, or `Question` records; `name` is the
-    benchmark the folder records for a list. The keywords are `EvalRequest`'s fields, the options of `clearmed eval`
+    benchmark the folder records for a list ("questions", as for a JSONL file of such dicts: "questions" with
+    `source=FILE`, as `clearmed eval --benchmark questions` reads it). The keywords are `EvalRequest`'s fields, the options of `clearmed eval`
     (`run_dir`, `config`, `limit`, `seed`, `source`, `split`, `revision`, `ids`, `overrides`, `pathway`, `shard`,
     `program_artifact`, `threads` (or `num_threads`), `max_cost`, `keep_degraded`, ...). Running it again with the
     same `run_dir` resumes. As the command does, a fatal service error stops the run with no summary, and a budget
-    reached (`max_cost`) writes the summary of what was done and raises `BudgetReached`.
+    reached (`max_cost`) writes the summary of what was done and raises `BudgetReached`. Degraded questions (a stage
+    failed after its retries) raise nothing: check `summary.degraded` (they count wrong in `accuracy`;
+    `degraded_stages` names the stages), and `summary.planned - summary.evaluated` for questions not recorded; a
+    rerun with the same `run_dir` redoes both (`left_to_redo`; `clearmed eval` exits 4 on them).
     """
     request = program if isinstance(program, EvalRequest) else request_of(program, questions, **options)
     if request.estimate:
@@ -66,20 +71,61 @@ def evaluate(
 
 
 def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary], object]) -> int:
-    """One run as `clearmed eval` and a suite cell end it: 0 done (``on_summary`` gets the summary), 3 the budget
-    reached (said in one line; the folder summarized); a fatal service error is one line (the folder resumes)."""
+    """One run as `clearmed eval` and a suite cell end it (`clearmed.core.exit_codes.ExitCode`): 0 done, or 4 when
+    its folder still holds degraded or unrecorded questions (said in one line: how many, and that a rerun redoes
+    them), ``on_summary`` getting the summary either way; 3 the budget reached (one line; the folder summarized). A
+    fatal service error is one line (`UsageError`, exit 2; the folder resumes)."""
     from clearmed.core.errors import FatalServiceError
+    from clearmed.core.exit_codes import ExitCode
     from clearmed.evaluation.runner import BudgetReached
 
+    console = user_console(stderr=True, soft_wrap=True)
     try:
         summary = evaluate(request)
     except FatalServiceError as err:
         raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
     except BudgetReached as err:
-        Console(stderr=True).print(f"clearmed: {err}", markup=False, highlight=False, soft_wrap=True)
-        return 3
+        console.print(f"clearmed: {err}", markup=False, highlight=False)
+        return ExitCode.BUDGET
     on_summary(summary)
-    return 0
+    left = left_to_redo(summary, partial=request.stop_after is not None)
+    if not left:
+        return ExitCode.DONE
+    said = []
+    if left.degraded:
+        stages = ", ".join(sorted(summary.degraded_stages))
+        said.append(f"{left.degraded} of {summary.planned} questions degraded (failed after their retries: {stages})")
+    if left.unrecorded:
+        said.append(f"{left.unrecorded} of {summary.planned} questions not recorded")
+    # --keep-degraded keeps them on every resume: only a rerun without it redoes them.
+    rerun = "rerun without --keep-degraded" if request.keep_degraded and left.degraded else "rerun the same command"
+    console.print(
+        f"clearmed: {'; '.join(said)}; summary written; {rerun} to resume and redo them",
+        markup=False,
+        highlight=False,
+    )
+    return ExitCode.UNFINISHED
+
+
+@dataclass(frozen=True)
+class LeftToRedo:
+    """The questions of a summarized run that a rerun of it redoes: those degraded, and those not recorded."""
+
+    degraded: int
+    unrecorded: int
+
+    def __bool__(self) -> bool:
+        return bool(self.degraded or self.unrecorded)
+
+    def __str__(self) -> str:
+        counts = ((self.degraded, "degraded"), (self.unrecorded, "not recorded"))
+        return ", ".join(f"{count} {what}" for count, what in counts if count)
+
+
+def left_to_redo(summary: RunSummary, *, partial: bool = False) -> LeftToRedo:
+    """What a rerun of the summarized run redoes. A `partial` run (`stop_after`) left its unrecorded questions on
+    purpose."""
+    return LeftToRedo(summary.degraded, 0 if partial else max(summary.planned - summary.evaluated, 0))
 
 
 def estimate_run(request: EvalRequest) -> Estimate:
@@ -130,7 +176,7 @@ class _Run:
         if not bench.questions:
             raise UsageError(f"{bench.name}: no questions to evaluate")
         spec, config, artifact, recorded = _eval_spec(request, config, bench)
-        console = Console(stderr=True)
+        console = user_console(stderr=True)
         if bench.n_skipped:
             console.print(f"[yellow]{bench.n_skipped} malformed rows skipped[/]", highlight=False)
             for issue in bench.skipped[:3]:
@@ -149,7 +195,7 @@ class _Run:
         from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
         from clearmed.evaluation import run_evaluation
         from clearmed.evaluation.runner import BudgetReached
-        from clearmed.evaluation.scoring import scorer_for
+        from clearmed.evaluation.scoring import grader_for
 
         module = _built(self.request.program, self.config, self.artifact, self.recorded)
         reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
@@ -161,7 +207,7 @@ class _Run:
                     self.spec,
                     self.config,
                     module,
-                    scorer=scorer_for(self.config),
+                    scorer=grader_for(self.config),
                     num_threads=self.threads,
                     console=self.console,
                     show_progress=self.request.show_progress,
@@ -210,6 +256,8 @@ def _eval_spec(
 ) -> tuple[EvalSpec, ClearmedConfig, ProgramArtifact | None, list[RecordedPathway]]:
     """The run to make: its spec (named by the program, its artifact and its recorded pathways), the config carrying
     the artifact's thresholds, the artifact and the recorded pathways."""
+    from clearmed.benchmarks import benchmark_folder
+    from clearmed.config import config_name, overrides_label
     from clearmed.evaluation import EvalSpec
 
     artifact, config = artifact_of(request.program_artifact, config)
@@ -227,12 +275,13 @@ def _eval_spec(
         if request.run_dir
         else default_run_dir(
             config.run.runs_dir,
-            Path(config.source).stem,
-            request.benchmark,
+            config_name(config.source),
+            benchmark_folder(request.benchmark, request.source),  # your own questions: named by their file too
             label,
             request.limit,
             request.seed,
             shard=(shard.index, shard.count) if shard else None,
+            label=overrides_label(request.overrides),  # a sweep's runs apart, a run without --set as it was
         )
     )
     spec = EvalSpec(
@@ -259,18 +308,19 @@ def default_run_dir(
     limit: int | None,
     seed: int,
     shard: tuple[int, int] | None = None,
+    *,
+    label: str = "",
 ) -> Path:
     """The same command always names the same folder, so rerunning it resumes; shard K of N is a sibling folder of
-    the run's own (where `clearmed merge` puts the joined run)."""
+    the run's own (where `clearmed merge` puts the joined run). `label` names what sets the run apart from its config
+    (its `--set` overrides: `clearmed.config.overrides_label`), so a sweep's runs never share a folder; without one
+    the name is what it always was."""
+    from clearmed.config import filename_slug as _slug
+
     size = f"n{limit}" if limit else "all"
+    named = f"-{label}" if label else ""
     part = f"-shard{shard[0]}of{shard[1]}" if shard else ""
-    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{part}"
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{named}{part}"
 
 
 def artifact_of(path: str | Path | None, config: ClearmedConfig) -> tuple[ProgramArtifact | None, ClearmedConfig]:
@@ -343,7 +393,7 @@ def _built(
         from clearmed.optimize.artifacts import apply_artifact
 
         for warning in apply_artifact(module, artifact, config):
-            Console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
+            user_console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
     return module
 
 

@@ -1,5 +1,6 @@
-"""The questions of a run: a benchmark's (its file, split, revision, a seeded sample or an id list), or the list a
-Python caller gives (strings, dicts or `Question` records). Every bad input is one line naming the option."""
+"""The questions of a run: a benchmark's (its file, split, revision, a seeded sample or an id list), your own file
+("questions" with its path as the source, in the format of a list given here), or the list a Python caller gives
+(strings, dicts or `Question` records). Every bad input is one line naming the option."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-
+from clearmed.benchmarks import QUESTIONS, plain_question
 from clearmed.core.errors import UsageError
 from clearmed.signatures.records import Question
 
@@ -24,6 +24,10 @@ def shared_source(benchmark: str) -> Path:
     from clearmed.benchmarks import benchmark_info
     from clearmed.retrieval.corpus import shared_data_root
 
+    if benchmark == QUESTIONS:
+        raise UsageError(
+            f"--source shared reads a benchmark's shared copy; {QUESTIONS} reads your own file (--source FILE)"
+        )
     info = benchmark_info(benchmark)
     if not info.shared_file:
         raise UsageError(f"{benchmark} has no file in the shared data; pass --source <file> or use the hub")
@@ -44,7 +48,8 @@ class QuestionOptions(Protocol):
 
 def load_questions(options: QuestionOptions) -> BenchmarkSet:
     """A benchmark's questions: the ids of the `ids` file in its order, else a seeded sample of `limit` (all
-    without one); "demo" is the built-in bundle, `source` "shared" the shared data folder's file."""
+    without one); "demo" is the built-in bundle, "questions" your own file (`source`), `source` "shared" the
+    shared data folder's file."""
     from clearmed.benchmarks import BenchmarkSet, load_benchmark, sample
 
     benchmark, limit, seed = options.benchmark, options.limit, options.seed
@@ -105,53 +110,18 @@ def given_questions(questions: Sequence[Question], *, name: str, limit: int | No
     return BenchmarkSet(name=name, source="Python API", split="given", questions=chosen)
 
 
-class PlainQuestion(BaseModel):
-    """A question as a dict gives it: its text, its options (a list, lettered A, B, C, ... in order, or letters to
-    texts; none for free text), the gold (`Question.of`), and an id if it has one."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    question: str
-    options: list[str] | dict[str, str] | None = None
-    answer: str | list[str] | None = None
-    id: str | None = None
-    multi: bool = False
-    context: str | None = None
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _not_one_string(cls, value: object) -> object:
-        if isinstance(value, str):  # "A: x, B: y" is no list: refused in the words of the list, not of the union
-            raise ValueError("give a list of option texts (or letters to texts), not one string")
-        return value
-
-    def record(self) -> Question:
-        return Question.of(
-            self.question, self.options, answer=self.answer, id=self.id, multi=self.multi, context=self.context
-        )
-
-
 def question_of(item: QuestionInput, position: int = 0) -> Question:
     """One question of a list, as a `Question`; a malformed one is one line naming its position (from 0)."""
     if isinstance(item, Question):
         return item
+    if not isinstance(item, str | Mapping):
+        raise UsageError(
+            f"question {position}: a question is a string, a dict or a Question, not {type(item).__name__}"
+        )
     try:
-        if isinstance(item, str):
-            return Question.of(item)
-        if isinstance(item, Mapping):
-            return PlainQuestion.model_validate(item).record()
-    except ValidationError as err:
-        raise UsageError(f"question {position}: {_reasons(err)}") from None
+        return plain_question(item)
     except ValueError as err:
         raise UsageError(f"question {position}: {err}") from None
-    raise UsageError(f"question {position}: a question is a string, a dict or a Question, not {type(item).__name__}")
-
-
-def _reasons(err: ValidationError) -> str:
-    return "; ".join(
-        ".".join(map(str, e["loc"])) + ": " + e["msg"].removeprefix("Value error, ") if e["loc"] else e["msg"]
-        for e in err.errors()
-    )
 
 
 def _refuse_repeated_ids(questions: Sequence[Question]) -> None:

@@ -23,7 +23,8 @@ class EvalRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    # Which questions: a benchmark name (`clearmed benchmarks`, or "demo") and how to read it.
+    # Which questions: a benchmark name (`clearmed benchmarks`, "demo", or "questions": your own file as the source)
+    # and how to read it.
     program: Any = "clear"  # a program name, or a dspy.Module you built (checked when the run starts)
     benchmark: str = "demo"
     source: str | Path | None = None  # a local file, or "shared" (the shared data folder's copy)
@@ -37,7 +38,7 @@ class EvalRequest(BaseModel):
     skip_bad_rows: bool = False
     # How the run is made.
     threads: int | None = None  # default: [run] num_threads
-    run_dir: str | Path | None = None  # default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>
+    run_dir: str | Path | None = None  # default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>[-<overrides>]
     program_artifact: str | Path | None = None
     allow_train_overlap: bool = False
     keep_degraded: bool = False

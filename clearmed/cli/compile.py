@@ -6,17 +6,20 @@ import argparse
 import contextlib
 import random
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from rich.console import Console
 
 from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.core.console import LogLines, user_console
 from clearmed.core.errors import UsageError
+from clearmed.evaluation.progress import CountLines, wants_lines
 
 if TYPE_CHECKING:
     from clearmed.benchmarks import BenchmarkSet
-    from clearmed.optimize.compiling import CompileReport, CompileSettings, SplitScore
+    from clearmed.optimize.compiling import CompileReport, CompileSettings, SplitScore, Tick
     from clearmed.signatures.records import Question
 
 
@@ -54,6 +57,33 @@ def _select(args: argparse.Namespace) -> tuple[BenchmarkSet, list[Question], lis
     return bench, chosen[: args.train], chosen[args.train :]
 
 
+class PhaseLines:
+    """`CompileProgress` for a batch log: eval's progress lines (`CountLines`), one run of them per phase."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.console, self.label = console, label
+        self.lines: CountLines | None = None
+
+    def phase(self, label: str, total: int | None, unit: str) -> Tick:
+        self.close()
+        self.lines = CountLines(self.console, f"{self.label}, {label}", total, unit=unit)
+        return self.lines.advance
+
+    def close(self) -> None:
+        """The last line of the phase running."""
+        if self.lines is not None:
+            self.lines.end()
+
+
+@contextlib.contextmanager
+def optimizer_output(log: bool) -> Iterator[None]:
+    """Optimizers print their progress to stdout, and DSPy's draw tqdm bars: all goes to stderr (stdout is for the
+    report), and in a log without the bars' frames (`LogLines`)."""
+    stream = LogLines(sys.stderr) if log else sys.stderr
+    with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+        yield
+
+
 def run_compile(args: argparse.Namespace) -> int:
     from clearmed import assemble
     from clearmed.optimize.artifacts import new_manifest, prepare_out_dir, write_artifact
@@ -70,14 +100,18 @@ def run_compile(args: argparse.Namespace) -> int:
     stages = resolve_stages(program, args.stages)
     settings = _compile_settings(args, stages if args.stages else [], threads=args.threads or config.run.num_threads)
     compile_lms = CompileLMs(task=lms["main"], teacher=lms.get("teacher"), prompt=lms.get("prompt_model"))
-    console = Console(stderr=True)
+    console = user_console(stderr=True)
     console.print(
         f"compiling {args.program} with {args.optimizer} on {len(train)} train / {len(val)} val questions "
-        f"of {args.benchmark}; {len(stages)} predictors open to the optimizer"
+        f"of {args.benchmark}; {len(stages)} predictors open to the optimizer",
+        markup=False,
     )
-    # Optimizers print their progress to stdout; stdout is for the report.
-    with contextlib.redirect_stdout(sys.stderr):
-        compiled, report = compile_program(program, train, val, settings, compile_lms)
+    log = wants_lines(console)
+    lines = PhaseLines(console, f"{args.program} with {args.optimizer}") if log else None
+    with optimizer_output(log):
+        compiled, report = compile_program(program, train, val, settings, compile_lms, progress=lines)
+        if lines is not None:
+            lines.close()
     manifest = new_manifest(
         "compile",
         args.program,
@@ -98,8 +132,8 @@ def run_compile(args: argparse.Namespace) -> int:
         program=compiled,
         reports={"scores.json": report.model_dump_json(indent=2)},
     )
-    Console().print(_report(report))
-    console.print(f"artifact: {out}  (use it with --program-artifact {out})")
+    user_console().print(_report(report))
+    console.print(f"artifact: {out}  (use it with --program-artifact {out})", markup=False, highlight=False)
     return 0
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 
 from clearmed.backbones.config import EmbeddedBackbone, RemoteBackbone
@@ -37,6 +35,7 @@ from clearmed.backbones.logprobs import EndpointCapabilities, probe_capabilities
 from clearmed.backbones.model_files import ModelFileError, file_sha256, resolve_model_path
 from clearmed.backbones.selfcheck import EngineProbe, probe_engine
 from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.core.http import NoReply, request
 from clearmed.retrieval.config import CorpusConfig
 
 BENCH_PROMPT_TOKENS = 256
@@ -122,15 +121,10 @@ def _key_state(env_name: str | None) -> str:
 
 def _http_status(url: str, key: str | None, timeout: float = 5.0) -> int | str:
     """The HTTP status of a GET (an int), or why no answer came (a str); the key goes only in the header."""
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as err:
-        return int(err.code)
-    except (urllib.error.URLError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        return f"unreachable ({reason})"
+        return request("GET", url, api_key=key, timeout=timeout, retried=frozenset()).status
+    except NoReply as failed:
+        return f"unreachable ({failed.why})"
 
 
 def check_endpoint(role: str, backbone: RemoteBackbone, *, say: Say) -> bool:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from rich.console import Console
 
 from clearmed.api.evaluate import default_run_dir
 from clearmed.api.questions import load_questions as _load_questions
 from clearmed.api.questions import shared_source
 from clearmed.cli.program_setup import add_artifact_argument, add_config_arguments
+from clearmed.core.console import user_console
+from clearmed.core.exit_codes import EXIT_CODES_HELP
 
 if TYPE_CHECKING:
     from clearmed.evaluation import RunSummary
@@ -21,14 +20,15 @@ __all__ = ["_load_questions", "default_run_dir", "shared_source"]  # other comma
 
 def run_eval(args: argparse.Namespace) -> int:
     """The arguments as one `EvalRequest` through `clearmed.api` (each option is a field of the same name). Exit
-    codes: 0 done, 2 bad input or a fatal service error (a rejected key, an exhausted balance, a missing model: the
-    run stops after its questions in flight and resumes with the same command), 3 the budget reached."""
+    codes (`clearmed.core.exit_codes.ExitCode`): 0 done, 2 bad input or a fatal service error (a rejected key, an
+    exhausted balance, a missing model: the run stops after its questions in flight and resumes with the same
+    command), 3 the budget reached, 4 degraded or unrecorded questions left (summarized; a rerun redoes them)."""
     from clearmed.api.evaluate import estimate_run, evaluate_to_exit_code
     from clearmed.api.request import EvalRequest
 
     request = EvalRequest(**{name: value for name, value in vars(args).items() if name in EvalRequest.model_fields})
     if request.estimate:
-        Console(soft_wrap=True).print(estimate_run(request).render(request.benchmark), markup=False)
+        user_console(soft_wrap=True).print(estimate_run(request).render(request.benchmark), markup=False)
         return 0
     return evaluate_to_exit_code(request, _print_summary)
 
@@ -36,37 +36,21 @@ def run_eval(args: argparse.Namespace) -> int:
 def _print_summary(summary: RunSummary) -> None:
     from clearmed.report.markdown import comparison_table, details_markdown
 
-    Console(soft_wrap=True).print(
+    user_console(soft_wrap=True).print(
         comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
     )
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from clearmed.evaluation.compare import load_runs, paired_comparisons
-    from clearmed.report.markdown import comparison_table, details_markdown, paired_markdown
-    from clearmed.report.plots import write_plots
+    """The arguments through `clearmed.api.compare.compare_runs` (each option a keyword of the same name); its
+    Markdown printed."""
+    from clearmed.api.compare import compare_runs
 
-    runs = load_runs([Path(folder) for folder in args.runs], common=args.common)
-    summaries = [run.summary for run in runs]
-    scope = ""
-    if args.common:
-        sizes = {s.benchmark: s.evaluated for s in summaries}
-        scope = "\nOn the questions clean in every run: " + ", ".join(f"{b} {n}" for b, n in sizes.items())
-        scope += ".\n\n"
-    labels = [run.label for run in runs]
-    table = (
-        scope
-        + comparison_table(summaries, labels=labels)
-        + paired_markdown(paired_comparisons(runs))
-        + details_markdown(summaries, labels=labels)
-    )
-    Console(soft_wrap=True).print(table, markup=False, highlight=False)
+    options = {"out", "common", "baseline", "all_pairs", "plot_format"}
+    result = compare_runs(args.runs, **{name: value for name, value in vars(args).items() if name in options})
+    user_console(soft_wrap=True).print(result.markdown, markup=False, highlight=False)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "comparison.md").write_text(table, encoding="utf-8")
-        write_plots(summaries, out)
-        Console(stderr=True).print(f"comparison written to {out}")
+        user_console(stderr=True).print(f"comparison written to {args.out}", markup=False, highlight=False)
     return 0
 
 
@@ -75,9 +59,15 @@ def _add_question_arguments(evaluate: argparse.ArgumentParser) -> None:
     from clearmed.assemble import PROGRAMS
 
     evaluate.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to evaluate")
-    evaluate.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`), or 'demo'")
     evaluate.add_argument(
-        "--source", help="local file in the upstream schema, or 'shared' (default: the Hugging Face hub copy)"
+        "--benchmark",
+        required=True,
+        help="benchmark name (see `clearmed benchmarks`), 'demo', or 'questions' for your own file (--source FILE)",
+    )
+    evaluate.add_argument(
+        "--source",
+        help="local file in the upstream schema, or 'shared' (default: the Hugging Face hub copy); for 'questions', "
+        'your JSONL file (or JSON list) of {"question", "options", "answer", "id"} objects, as clearmed.evaluate takes',
     )
     evaluate.add_argument("--split", help="hub split (or label for a local file)")
     evaluate.add_argument(
@@ -95,7 +85,9 @@ def _add_question_arguments(evaluate: argparse.ArgumentParser) -> None:
 def _add_run_arguments(evaluate: argparse.ArgumentParser) -> None:
     """`eval`: how the run is made: threads, folder, artifact, degraded questions, budget, estimate, pathways."""
     evaluate.add_argument("--threads", type=int, help="questions in parallel (default: run.num_threads)")
-    evaluate.add_argument("--run-dir", help="run folder (default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>)")
+    evaluate.add_argument(
+        "--run-dir", help="run folder (default: runs/<config>/<benchmark>/<program>-n<N>-s<seed>[-<the --set label>])"
+    )
     add_artifact_argument(evaluate)
     evaluate.add_argument(
         "--allow-train-overlap", action="store_true", help="evaluate even on ids the artifact was optimized on"
@@ -138,18 +130,30 @@ def _add_run_arguments(evaluate: argparse.ArgumentParser) -> None:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    evaluate = commands.add_parser("eval")
+    evaluate = commands.add_parser("eval", epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_question_arguments(evaluate)
     _add_run_arguments(evaluate)
     evaluate.set_defaults(func=run_eval)
 
     compare = commands.add_parser("compare")
     compare.add_argument("runs", nargs="+", help="run folders")
-    compare.add_argument("--out", help="folder for comparison.md and plots")
+    compare.add_argument(
+        "--out", help="folder for comparison.md, runs.csv, pairs.csv, comparison.json, comparison.tex and the plots"
+    )
     compare.add_argument(
         "--common",
         action="store_true",
         help="re-summarize each run on the question ids all runs of its benchmark answered (fair when sizes differ)",
+    )
+    pairing = compare.add_mutually_exclusive_group()
+    pairing.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="pair every run against this run folder (default: the first of each benchmark)",
+    )
+    pairing.add_argument("--all-pairs", action="store_true", help="pair every two runs of a benchmark")
+    compare.add_argument(
+        "--plot-format", choices=["png", "pdf", "svg"], default="png", help="the plots' file format in --out"
     )
     compare.set_defaults(func=run_compare)
 
@@ -160,12 +164,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def list_benchmarks(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from clearmed.benchmarks import available_benchmarks
+    from clearmed.benchmarks import QUESTIONS, QUESTIONS_FORMAT, available_benchmarks
 
     table = Table(title="Benchmarks", title_justify="left")
     for column in ("name", "hub id", "mode", "scoring", "shared file"):
         table.add_column(column, overflow="fold")
     for info in available_benchmarks():
         table.add_row(info.name, info.hub_id or "-", info.answer_mode, info.scoring, info.shared_file or "")
-    Console().print(table)
+    console = user_console()
+    console.print(table)
+    console.print("demo: the built-in bundle of a few questions (--benchmark demo)", markup=False, soft_wrap=True)
+    console.print(
+        f"{QUESTIONS}: your own questions, --benchmark {QUESTIONS} --source my.jsonl: {QUESTIONS_FORMAT}, as clearmed.evaluate "
+        'takes them (each question\'s mode is its own: options or none, and "multi": true)',
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     return 0

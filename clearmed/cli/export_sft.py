@@ -7,9 +7,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 from clearmed.signatures.records import Decision, PathwayName
 
@@ -71,7 +71,7 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
     for reason, count in sorted(report.rejected.items()):
         table.add_row(f"rejected: {reason}", str(count))
     table.add_row("kept", f"{report.kept} ({report.pass_rate:.1%})")
-    Console().print(table)
+    user_console().print(table)
     return 0 if report.kept else 1
 
 

@@ -17,19 +17,23 @@ A thin layer over `clearmed.retrieval`: parse flags into a `CorpusConfig`, call 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -39,12 +43,14 @@ from rich.table import Table
 from rich.text import Text
 
 from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
+from clearmed.evaluation.progress import CountLines, wants_lines
 from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError
 from clearmed.retrieval.bm25_sparse import directory_size, read_manifest
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.corpus import CorpusError, IngestStats
-from clearmed.retrieval.factory import build_hit_cache, build_index, build_lucene_indexes
+from clearmed.retrieval.factory import build_hit_cache, build_index, build_lucene_indexes, source_rows
 from clearmed.retrieval.hit_cache import CachedRetriever
 
 EXIT_OK = 0
@@ -222,8 +228,31 @@ def _validated(data: dict[str, Any]) -> CorpusConfig:
         raise ValueError(f"invalid corpus settings: {problems}") from None
 
 
+@contextlib.contextmanager
+def step_progress(err: Console, label: str, total: int | None, unit: str) -> Iterator[Callable[[int], None]]:
+    """`update(done)` for one long step: rich's bar on a terminal; in a log, where the bar draws nothing (or an empty
+    line), eval's progress lines (`CountLines`)."""
+    if wants_lines(err):
+        lines = CountLines(err, label, total, unit=unit)
+        yield lines.update
+        lines.end()
+        return
+    if total is None:
+        columns: tuple[ProgressColumn, ...] = (
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TextColumn(f"{{task.completed:,}} {unit}"),
+            TimeElapsedColumn(),
+        )
+    else:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(escape(label), total=total)
+        yield lambda done: progress.update(task, completed=done)
+
+
 def run_build(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
+    err = user_console(stderr=True)
     try:
         cfg = corpus_config_from_args(args)
     except ValueError as exc:
@@ -235,16 +264,9 @@ def run_build(args: argparse.Namespace) -> int:
     stats = IngestStats()
     started = time.perf_counter()
     try:
-        with Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            TextColumn("{task.completed:,} passages"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as progress:
-            task = progress.add_task(f"indexing {cfg.corpus_name()}", total=None)
-            index = build_index(cfg, progress=lambda count: progress.update(task, completed=count), stats=stats)
+        # Rows of the source, whose count is known ahead (passages are not, where chunking splits rows).
+        with step_progress(err, f"indexing {cfg.corpus_name()}", source_rows(cfg), "rows") as update:
+            index = build_index(cfg, progress=lambda _passages: update(stats.rows), stats=stats)
     except (CorpusError, EvidenceError, OSError) as exc:
         _error(err, exc)
         return EXIT_BAD_INPUT if isinstance(exc, CorpusError) else EXIT_FAILED
@@ -267,8 +289,14 @@ def _run_lucene_build(cfg: CorpusConfig, err: Console) -> int:
 
     assert cfg.db_dir is not None
     stats = IngestStats()
+    what = f"indexing {', '.join(cfg.lucene_corpora())} with pyserini"
+    waiting: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    if wants_lines(err):  # a spinner draws nothing in a log: say once what the silence is
+        err.print(what, markup=False, highlight=False)
+    else:
+        waiting = err.status(escape(what))
     try:
-        with err.status(f"indexing {', '.join(cfg.lucene_corpora())} with pyserini"):
+        with waiting:
             builds = build_lucene_indexes(cfg, stats)
     except (CorpusError, EvidenceError, OSError) as exc:
         _error(err, exc)
@@ -303,13 +331,14 @@ def run_warm(args: argparse.Namespace) -> int:
     from clearmed.cli.evaluate import _load_questions
     from clearmed.programs.pathways.web_query import build_query  # the query LocalPathway searches
 
-    err = Console(stderr=True)
+    err = user_console(stderr=True)
     corpus, k = warm_target(args)
     bench = _load_questions(args)
     if not bench.questions:
         raise UsageError(f"{args.benchmark}: no questions to search")
     started = time.perf_counter()
-    cache = build_hit_cache(corpus)  # opens (and builds, when missing) the index
+    with step_progress(err, f"index of {corpus.corpus_name()}", None, "passages") as update:
+        cache = build_hit_cache(corpus, progress=update)  # opens (and builds, when missing) the index
     try:
         failed = _warm(cache, [build_query(q) for q in bench.questions], k, err)
     finally:
@@ -350,19 +379,17 @@ def warm_target(args: argparse.Namespace) -> tuple[CorpusConfig, int]:
 
 
 def _warm(cache: CachedRetriever, queries: list[str], k: int, err: Console) -> int:
-    """Every query through the cache, with a progress bar; the failures that were not stored (transient ones)."""
+    """Every query through the cache, with progress shown; the failures that were not stored (transient ones)."""
     failed = 0
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
-        task = progress.add_task(f"searching {cache.name}", total=len(queries))
-        for query in queries:
+    with step_progress(err, f"searching {cache.name}", len(queries), "questions") as update:
+        for done, query in enumerate(queries, start=1):
             try:
                 cache.retrieve(query, k)
             except EvidenceError as exc:
                 if exc.kind in FATAL_FAILURES:
                     raise
                 failed += exc.kind in TRANSIENT_FAILURES  # the others are stored, and replayed, as they happened
-            progress.advance(task)
+            update(done)
     return failed
 
 
@@ -414,7 +441,7 @@ def run_info(args: argparse.Namespace) -> int:
     try:
         info = lucene_index_info(args.directory) if lucene else index_info(args.directory)
     except EvidenceError as exc:
-        _error(Console(stderr=True), exc)
+        _error(user_console(stderr=True), exc)
         return EXIT_BAD_INPUT
     if args.json:
         json.dump(info, sys.stdout, indent=2)
@@ -436,7 +463,7 @@ def run_info(args: argparse.Namespace) -> int:
     table.add_row("tokenizer", f"stopwords removed: {tokenizer['stopwords']}, stemming: {tokenizer['stem']}")
     table.add_row("bm25", f"{info['bm25']['method']} k1={info['bm25']['k1']} b={info['bm25']['b']}")
     table.add_row("bm25s", info["bm25s_version"])
-    Console().print(table)
+    user_console().print(table)
     return EXIT_OK
 
 

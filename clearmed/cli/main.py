@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pydantic
-from rich.console import Console
 
 from clearmed.cli.program_setup import add_artifact_argument, add_config_arguments
+from clearmed.core.console import user_console
 from clearmed.core.errors import FatalServiceError, UsageError
+from clearmed.core.exit_codes import EXIT_CODES_HELP, ExitCode
 from clearmed.core.version import __version__
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _question_from_args(args: argparse.Namespace) -> Question:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     question = _question_from_args(args)  # a bad question is refused before anything heavy is imported
-    with Console(stderr=True).status("loading the program ...", spinner="dots") as status:
+    with user_console(stderr=True).status("loading the program ...", spinner="dots") as status:
         from clearmed.cli.program_setup import artifact_from_args, built_program, config_from_args
         from clearmed.programs.lm.prompting import over_budget
 
@@ -87,8 +88,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     else:
         from clearmed.report.terminal import render_decision
 
-        render_decision(decision, Console(), passages=args.passages)
-    return 0 if decision.status == "answered" else 1
+        render_decision(decision, user_console(), passages=args.passages)
+    return ExitCode.DONE if decision.status == "answered" else ExitCode.FAILED
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -101,7 +102,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for question in demo_questions():
         table.add_row(question.id, question.answer_mode, question.text)
-    Console().print(table)
+    user_console().print(table)
     return 0
 
 
@@ -189,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="clearmed",
         description="Answer medical questions by adjudicating parametric, local and web evidence (CLEAR).",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the epilog's table, one code a line
     )
     parser.add_argument("--version", action="version", version=f"clearmed {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
@@ -211,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     config = commands.add_parser("config", help="validate and print a config")
-    add_config_arguments(config, help="packaged config name or TOML path")
+    add_config_arguments(config, help="packaged config name, TOML path or run folder")
     config.add_argument("--list", action="store_true", help="list packaged configs")
     config.set_defaults(func=cmd_config)
 
@@ -237,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return ExitCode.USAGE
     handler: Handler = args.func
     from clearmed.core.retries import second_interrupt_cuts_retries
 
@@ -253,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error_line(err)
     except KeyboardInterrupt:
         print("clearmed: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except Exception as err:  # the last line of defence: one clear line, traceback only on request
         if args.debug:
             sys.stderr.write(_printable("".join(traceback.format_exception(err)), one_line=False))
@@ -261,12 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"clearmed: unexpected error: {type(err).__name__}: {_printable(str(err))} (rerun with --debug for details)",
             file=sys.stderr,
         )
-        return 1
+        return ExitCode.FAILED
 
 
 def _error_line(err: BaseException) -> int:
     print(f"clearmed: error: {_printable(str(err))}", file=sys.stderr)
-    return 2
+    return ExitCode.USAGE
 
 
 def _printable(message: str, *, one_line: bool = True) -> str:

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from clearmed.core.console import user_console
 
 if TYPE_CHECKING:
     import dspy
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def add_config_arguments(
-    parser: argparse.ArgumentParser, *, help: str = "packaged config name or TOML path (default: embedded)"
+    parser: argparse.ArgumentParser, *, help: str = "packaged config name, TOML path or run folder (default: embedded)"
 ) -> None:
     parser.add_argument("-c", "--config", help=help)
     parser.add_argument(
@@ -70,5 +70,5 @@ def built_program(
         from clearmed.optimize.artifacts import apply_artifact
 
         for warning in apply_artifact(program, artifact, config):
-            Console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
+            user_console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
     return program

@@ -1,12 +1,13 @@
-"""`clearmed report`: a static HTML report of run folders (a thin wrapper over `clearmed.report.html_report`)."""
+"""`clearmed report`: a static HTML report of run folders (a thin wrapper over `clearmed.report.html_report`). A
+suite's folder stands for every run below it (`results_table.run_folders`): one report of all the suite's runs,
+with each run's pages and a comparison per benchmark, in SUITE/report by default."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-
+from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 
 
@@ -15,17 +16,18 @@ def _size(n: int) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from clearmed.evaluation.results_table import run_folders
     from clearmed.report.html_report import write_html_report
 
-    folders = [Path(folder) for folder in args.runs]
+    given = [Path(folder) for folder in args.runs]
     if args.out:
         out = Path(args.out)
-    elif len(folders) == 1:
-        out = folders[0] / "report"
+    elif len(given) == 1:
+        out = given[0] / "report"
     else:
         raise UsageError("several run folders need --out (the folder for the report)")
-    report = write_html_report(folders, out)
-    Console(stderr=True, highlight=False, soft_wrap=True).print(
+    report = write_html_report(run_folders(given), out)
+    user_console(stderr=True, highlight=False, soft_wrap=True).print(
         f"report: {report.index} ({report.pages} pages: {report.question_pages} question pages, "
         f"comparison views {report.comparisons}; {_size(report.bytes)})",
         markup=False,
@@ -35,6 +37,11 @@ def run_report(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = commands.add_parser("report")
-    report.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (of `clearmed eval`)")
-    report.add_argument("--out", help="folder for the report (default with one run: RUN_DIR/report)")
+    report.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run folders (of `clearmed eval`), or a suite's folder (every run below it)",
+    )
+    report.add_argument("--out", help="folder for the report (default with one folder: RUN_DIR/report)")
     report.set_defaults(func=run_report)

@@ -1,6 +1,7 @@
 """`clearmed suite`: a matrix of evaluations (a suite file or the command line; `clearmed.evaluation.suite`) parsed
 into a `Suite` and run in this process by `clearmed.api.suite.evaluate_suite` (every cell an `EvalRequest` through
-`clearmed.evaluate`; no command line is built to run it), then one `clearmed compare` per benchmark.
+`clearmed.evaluate`; no command line is built to run it), then, once every cell is done, one `clearmed compare` per
+benchmark. A cell left with degraded questions is named in the closing line and the suite exits 4 (`ExitCode`).
 
 `--print-commands` prints the command lines instead, one a line, rendered from the same requests
 (`clearmed.api.request.request_argv`): the evals (every shard of every cell; independent, one per array task), the
@@ -14,9 +15,9 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
+from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
+from clearmed.core.exit_codes import EXIT_CODES_HELP
 
 if TYPE_CHECKING:
     from clearmed.evaluation.suite import Suite
@@ -51,8 +52,8 @@ def _suite_of(args: argparse.Namespace) -> Suite:
 
 def run_suite(args: argparse.Namespace) -> int:
     from clearmed.api.request import request_argv
-    from clearmed.api.suite import evaluate_suite, plan_suite, suite_comparisons
-    from clearmed.cli.evaluate import _print_summary, run_compare
+    from clearmed.api.suite import compare_suite, evaluate_suite, plan_suite, suite_comparisons
+    from clearmed.cli.evaluate import _print_summary
 
     suite = _suite_of(args)
     plan = plan_suite(suite)  # a config that does not load is refused here, before any cell runs or is printed
@@ -74,14 +75,16 @@ def run_suite(args: argparse.Namespace) -> int:
     code = evaluate_suite(suite, on_summary=_print_summary)
     if code:
         return code
-    for folders, out in compares:
-        run_compare(argparse.Namespace(runs=folders, out=out, common=False))
-    Console(stderr=True).print(f"suite: {len(plan)} cells done; comparisons in {suite.out / 'compare'}", markup=False)
+    for compared in compare_suite(suite, plan):
+        user_console(soft_wrap=True).print(compared.markdown, markup=False, highlight=False)
+    user_console(stderr=True).print(
+        f"suite: {len(plan)} cells done; comparisons in {suite.out / 'compare'}", markup=False
+    )
     return 0
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    suite = commands.add_parser("suite")
+    suite = commands.add_parser("suite", epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     suite.add_argument("suite_file", nargs="?", metavar="SUITE.toml", help="a suite file (clearmed.evaluation.suite)")
     suite.add_argument("--program", action="append", default=[], help="a program of the matrix (repeatable)")
     suite.add_argument(

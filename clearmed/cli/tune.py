@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-from rich.console import Console
 
 from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def run_tune(args: argparse.Namespace) -> int:
     )
     out.mkdir(parents=True, exist_ok=True)
     storage = args.storage or f"sqlite:///{(out / 'optuna.db').resolve()}"
-    console = Console(stderr=True)
+    console = user_console(stderr=True)
     console.print(
         f"tuning {', '.join(params)} on {len(ids.train)} train ids ({len(ids.test)} held out) "
         f"from {loaded.records} records ({loaded.skipped_unscored} unscored skipped); "
@@ -95,7 +95,7 @@ def run_tune(args: argparse.Namespace) -> int:
         model = fit.model.model_copy(update={"out_of_domain": args.learned_out_of_domain})
         summary = summary.model_copy(update={"learned_fit": fit.model_copy(update={"model": model})})
     _write_tune_artifact(out, summary, compiled, loaded, config, ids)
-    Console().print(_report(summary))
+    user_console().print(_report(summary))
     console.print(f"artifact: {out}  (dashboard: optuna-dashboard {summary.storage})")
     return 0
 

@@ -15,18 +15,22 @@ class UsageError(Exception):
 
 
 # Refusals no retry mends: every later call would fail the same way, so a run stops instead of degrading.
-FatalCause = Literal["auth", "billing", "model_not_found", "local_data"]
+FatalCause = Literal["auth", "billing", "model_not_found", "local_data", "unreachable"]
 FATAL_CAUSES: Final[dict[FatalCause, str]] = {
     "auth": "authentication failed",
     "billing": "billing or quota exhausted",
     "model_not_found": "model not found",
     # a search cache or index that is corrupt or cannot be written: every later search would fail the same way
     "local_data": "unusable",
+    # refused or not resolved before the endpoint ever answered: a wrong address, or a server not started
+    # (`clearmed.core.endpoints`); every question would fail the same way
+    "unreachable": "unreachable",
 }
 
 
 class FatalServiceError(Exception):
-    """An outside service (an LM endpoint, Tavily) refused for good: bad key, exhausted balance, missing model.
+    """An outside service (an LM endpoint, Tavily) refused for good: bad key, exhausted balance, missing model, or an
+    endpoint that refused the connection (or whose host was not found) before it ever answered.
 
     Raised by the service clients (`clearmed.backbones`, `clearmed.retrieval.tavily`), never recorded per question:
     the run stops after its in-flight questions. The message is one line naming the service and the cause, e.g.

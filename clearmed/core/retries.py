@@ -1,9 +1,10 @@
 """Retries of calls to outside services: one backoff policy, and a per-call count that callers can read.
 
-LM calls retry inside DSPy (`clearmed.backbones.retry_wait` installs `backoff_delay` as DSPy's wait); Tavily
-searches retry through tenacity (`clearmed.retrieval.tavily`). Both report each retry with `note_retry`, which adds
-it to every `count_retries()` scope open in the calling context, so a caller learns how many retries one call took
-without a counter threaded through DSPy:
+Every client retries through tenacity with this policy (`retrying`, `retrying_async`: `backoff_delay` as the wait,
+`pause` as the sleep): LM calls (`clearmed.backbones.client`), the backbone's own HTTP requests
+(`clearmed.core.http`) and Tavily searches (`clearmed.retrieval.tavily`). Each retry is reported with
+`note_retry`, which adds it to every `count_retries()` scope open in the calling context, so a caller learns how many
+retries one call took without a counter threaded through DSPy:
 
     with count_retries() as retries:
         prediction = predictor(**inputs)
@@ -32,6 +33,7 @@ those it connects (Python's ``socket.connect`` audit event) and the pooled conne
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import re
@@ -44,7 +46,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 __all__ = [
     "JITTER_S",
@@ -63,6 +67,8 @@ __all__ = [
     "reset_cut",
     "retries_cut",
     "retry_hint_s",
+    "retrying",
+    "retrying_async",
     "second_interrupt_cuts_retries",
 ]
 
@@ -243,6 +249,64 @@ def pause(seconds: float) -> None:
     """Wait ``seconds`` before a retry; `RetriesCut` as soon as the retries are cut."""
     if _CUT.wait(max(0.0, seconds)):
         raise RetriesCut("retries cut short")
+
+
+def _policy(
+    service: str,
+    retries: int,
+    transient: Callable[[BaseException], bool],
+    hint: Callable[[BaseException], float | None] | None,
+) -> dict[str, Any]:
+    """tenacity's arguments for the policy: ``retries`` retries of a ``transient`` failure (never once the retries are
+    cut), waiting `backoff_delay` with the server's ``hint``, each retry counted under ``service``; anything else, or
+    the last failure, raised as it came."""
+
+    def wait(state: RetryCallState) -> float:
+        failed = state.outcome.exception() if state.outcome is not None else None
+        asked = hint(failed) if hint is not None and failed is not None else None
+        return backoff_delay(state.attempt_number - 1, asked)
+
+    def counted(state: RetryCallState) -> None:
+        # Counted right before the sleep: tenacity also computes a wait after the last attempt, which never sleeps.
+        note_retry(service, state.next_action.sleep if state.next_action is not None else 0.0)
+
+    return {
+        "stop": stop_after_attempt(retries + 1),
+        "retry": retry_if_exception(lambda exc: transient(exc) and not retries_cut()),
+        "wait": wait,
+        "before_sleep": counted,
+        "reraise": True,
+    }
+
+
+def retrying(
+    service: str,
+    retries: int,
+    *,
+    transient: Callable[[BaseException], bool],
+    hint: Callable[[BaseException], float | None] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Retrying:
+    """A tenacity `Retrying` by clearmed's policy (`_policy`); it sleeps with `pause` (or ``sleep``), so a second
+    Ctrl-C ends the wait at once."""
+    return Retrying(sleep=sleep or pause, **_policy(service, retries, transient, hint))
+
+
+def retrying_async(
+    service: str,
+    retries: int,
+    *,
+    transient: Callable[[BaseException], bool],
+    hint: Callable[[BaseException], float | None] | None = None,
+) -> AsyncRetrying:
+    """`retrying` for coroutines: the wait is an ``asyncio.sleep``, and a cut ends the chain after it."""
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        if retries_cut():
+            raise RetriesCut("retries cut short")
+
+    return AsyncRetrying(sleep=sleep, **_policy(service, retries, transient, hint))
 
 
 class _Attempt:

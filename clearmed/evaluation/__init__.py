@@ -1,10 +1,16 @@
-"""Evaluation runs: a program over a benchmark into a resumable run folder, summaries and comparisons (the numbers;
-their tables, plots and reports are clearmed.report's).
+"""Evaluation runs: a program over a benchmark into a resumable run folder, and the numbers (their tables, plots
+and reports are clearmed.report's; a run's one door is clearmed.api).
 
     from clearmed.evaluation import EvalSpec, run_evaluation, summarize
 
-The run harness (`runner`: `EvalRun`, `run_evaluation`) loads DSPy, so its names are imported on first use: replay
-and tuning read run folders (`store`) and summaries without it (tests/test_layers.py).
+- the harness: `runner` (`EvalRun`, `run_evaluation`), `store` (the run folder), `scoring` (the run's grader),
+  `progress`, `lm_cache`, `degraded` (questions a resume redoes), `recorded` (other systems' pathway answers);
+- spread and joined: `shard` (`--shard K/N`), `merge` (shards joined into one run), `suite` (a matrix of runs);
+- the numbers: `summary`, `spend` and `spend_log`, `estimate` (`--estimate`), `compare`, `pathway_worth`,
+  `results_table` (run folders as data frames).
+
+The run harness loads DSPy, so its names are imported on first use: replay and tuning read run folders (`store`)
+and summaries without it (tests/test_layers.py).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ baseline differs by ten questions before it differs by program. Every run is sum
 code (a summary.json written by an older one may count degraded questions otherwise). `--common` summarizes each run on
 the question ids that are clean in every run of its benchmark (answered, no stage failed after its retries), so
 no run is charged or excused for another's failures; the paired table is computed on the ids each run shares with
-the first run of its benchmark. A degraded question counts wrong there as it does in accuracy
-(`evaluation.summary.RunSummary`).
+its baseline: the first run of its benchmark, a chosen `--baseline`, or each earlier run with `--all-pairs`. A
+degraded question counts wrong there as it does in accuracy (`evaluation.summary.RunSummary`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clearmed.backbones.config import BackboneConfig
+from clearmed.core.errors import UsageError
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import (
     MANIFEST,
@@ -30,7 +32,7 @@ from clearmed.evaluation.store import (
     read_set_aside_degraded,
 )
 from clearmed.evaluation.summary import RunSummary, summarize
-from clearmed.metrics import PairedComparison, paired_comparison
+from clearmed.metrics import PairedComparison, holm_adjust, paired_comparison
 
 
 class ComparedRun(BaseModel):
@@ -83,11 +85,32 @@ def _labels(folders: Sequence[Path]) -> list[str]:
     return labels
 
 
+def folder_summary(
+    folder: Path,
+    manifest: RunManifest,
+    records: Sequence[EvalRecord],
+    *,
+    set_aside: Sequence[EvalRecord] | None = None,
+    whole: bool = True,
+) -> RunSummary:
+    """A run's summary made again from its folder, as its summary.json has it: degraded attempts a resume set aside
+    counted, and the whole run's dollars its spend log's. A subset of its questions (`whole` false: `--common`) is
+    priced from its records, since the log does not say which question a call served."""
+    from clearmed.evaluation.spend_log import paid_calls  # it imports the programs' usage sink
+
+    return summarize(
+        records,
+        manifest,
+        seed=manifest.seed,
+        prices=snapshot_prices(folder),
+        set_aside=read_set_aside_degraded(folder) if set_aside is None else set_aside,
+        paid=paid_calls(folder) if whole else None,
+    )
+
+
 def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:
     """Each finished run folder (one with a summary.json) summarized from its records; with `common`, any run folder,
     on the ids that are clean in every run of the same benchmark."""
-    from clearmed.evaluation.spend_log import paid_calls  # it imports the programs' usage sink
-
     runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
     for folder in folders:
         manifest = load_manifest(folder / MANIFEST)
@@ -111,25 +134,87 @@ def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[Compared
             records = [r for r in records if r.question_id in ids]
             manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in ids]})
             set_aside = [r for r in set_aside if r.question_id in ids]
-        # The whole run's dollars are its spend log's, as in its summary.json; a --common subset is priced from its
-        # records (the log does not say which question a call served).
-        paid = None if common else paid_calls(folder)
-        summary = summarize(
-            records, manifest, seed=manifest.seed, prices=snapshot_prices(folder), set_aside=set_aside, paid=paid
-        )
+        summary = folder_summary(folder, manifest, records, set_aside=set_aside, whole=not common)
         compared.append(ComparedRun(label=label, folder=str(folder), summary=summary, correct=_correct(records)))
     return compared
 
 
-def paired_comparisons(runs: Sequence[ComparedRun]) -> list[PairedComparison]:
-    """Each run against the first run of the same benchmark, on the scored questions both contain."""
-    baselines: dict[str, ComparedRun] = {}
-    pairs = []
-    for run in runs:
-        base = baselines.setdefault(run.summary.benchmark, run)
-        if base is run:
-            continue
-        pair = paired_comparison(base.label, base.correct, run.label, run.correct)
-        if pair.common:
-            pairs.append(pair)
+Pairing = Literal["first", "baseline", "all"]
+
+
+class Comparison(BaseModel):
+    """Runs side by side and their paired comparisons, as `clearmed compare` writes them.
+
+    `pairing` says which pairs were made (each run against the first run of its benchmark, against a chosen
+    `baseline`, or all pairs of a benchmark); `multiplicity` is how many, and with more than one each pair carries a
+    Holm-adjusted p over all of them (`clearmed.metrics.holm_adjust`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runs: list[ComparedRun]
+    pairs: list[PairedComparison]
+    pairing: Pairing = "first"
+    baseline: str | None = None  # the chosen baseline's label (pairing "baseline")
+    common: bool = False  # summarized on the ids clean in every run of a benchmark
+
+    @property
+    def multiplicity(self) -> int:
+        return len(self.pairs)
+
+
+def paired_comparisons(
+    runs: Sequence[ComparedRun], *, baseline: str | None = None, all_pairs: bool = False
+) -> list[PairedComparison]:
+    """Each run against the first run of the same benchmark (or against the run labelled `baseline`, or every pair
+    of runs of a benchmark with `all_pairs`, the earlier run the baseline), on the scored questions both contain.
+    With more than one pair, each carries its Holm-adjusted p over all of them."""
+    if baseline is not None and all_pairs:
+        raise UsageError("give --baseline or --all-pairs, not both")
+    candidates = [(base, run) for i, run in enumerate(runs) for base in _baselines(runs, i, baseline, all_pairs)]
+    pairs = [paired_comparison(base.label, base.correct, run.label, run.correct) for base, run in candidates]
+    pairs = [pair for pair in pairs if pair.common]
+    if len(pairs) > 1:
+        adjusted = holm_adjust([pair.mcnemar_p for pair in pairs])
+        pairs = [pair.model_copy(update={"holm_p": p}) for pair, p in zip(pairs, adjusted, strict=True)]
     return pairs
+
+
+def _baselines(runs: Sequence[ComparedRun], index: int, baseline: str | None, all_pairs: bool) -> list[ComparedRun]:
+    """The runs that run `index` is paired against (as the other run): earlier runs of its benchmark."""
+    run = runs[index]
+    same = [r for r in runs[:index] if r.summary.benchmark == run.summary.benchmark]
+    if all_pairs:
+        return same
+    if baseline is None:
+        return same[:1]
+    chosen = [r for r in runs if r.label == baseline]
+    if not chosen:
+        raise UsageError(f"--baseline {baseline} is none of the runs compared ({', '.join(r.label for r in runs)})")
+    base = chosen[0]
+    if base.summary.benchmark != run.summary.benchmark:
+        raise UsageError(
+            f"--baseline {baseline} is on {base.summary.benchmark}, {run.label} on {run.summary.benchmark}: "
+            "compare each benchmark apart"
+        )
+    return [] if base is run else [base]
+
+
+def compare(
+    folders: Sequence[Path], *, common: bool = False, baseline: Path | None = None, all_pairs: bool = False
+) -> Comparison:
+    """The runs in `folders` (`load_runs`) and their pairs (`paired_comparisons`); `baseline` is one of the folders
+    (a folder not among them is compared first)."""
+    folders = list(folders)
+    if baseline is not None and not any(_same_folder(baseline, folder) for folder in folders):
+        folders.insert(0, baseline)
+    runs = load_runs(folders, common=common)
+    chosen = None
+    if baseline is not None:
+        chosen = next(run.label for run, f in zip(runs, folders, strict=True) if _same_folder(baseline, f))
+    pairing: Pairing = "all" if all_pairs else "baseline" if baseline is not None else "first"
+    pairs = paired_comparisons(runs, baseline=chosen, all_pairs=all_pairs)
+    return Comparison(runs=runs, pairs=pairs, pairing=pairing, baseline=chosen, common=common)
+
+
+def _same_folder(one: Path, other: Path) -> bool:
+    return one.resolve() == other.resolve()

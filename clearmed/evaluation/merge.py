@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from clearmed.evaluation.shard import RunShard, ids_digest, interleave
+from clearmed.evaluation.shard import RunShard, ids_digest, interleave_shards
 from clearmed.evaluation.spend_log import SPEND_LOG
 from clearmed.evaluation.store import (
     DEGRADED,
@@ -42,7 +42,7 @@ from clearmed.evaluation.store import (
     writable_line,
 )
 
-__all__ = ["ShardMergeError", "merge_shards", "unanswered_ids"]
+__all__ = ["ShardMergeError", "join_shard_folders", "unanswered_ids"]
 
 # Every field of the manifest makes two shards shards of one run, but these: the shard's own questions and shard
 # (compared as `RunShard`s), when it was created, and where its config was read (its digest is compared).
@@ -124,7 +124,7 @@ def _in_order(shards: Sequence[_Shard]) -> tuple[list[_Shard], list[str]]:
             f"{covered} of the run's {total} questions"
         )
     ordered = [by_index[index] for index in range(1, count + 1)]
-    full = interleave([shard.manifest.question_ids for shard in ordered])
+    full = interleave_shards([shard.manifest.question_ids for shard in ordered])
     shares = [len(range(index - 1, total, count)) for index in range(1, count + 1)]
     sizes = [len(shard.manifest.question_ids) for shard in ordered]
     if sizes != shares or ids_digest(full) != ordered[0].shard.ids_digest:
@@ -223,7 +223,7 @@ def _merged_manifest(ordered: Sequence[_Shard], full: list[str]) -> RunManifest:
     )
 
 
-def merge_shards(folders: Sequence[Path], out: Path) -> None:
+def join_shard_folders(folders: Sequence[Path], out: Path) -> None:
     """Join the shards in `folders` into the run folder `out` (its caller writes the summary); `ShardMergeError`
     (nothing written) when they are not the finished shards of one run. Each shard is locked while it is read: none is
     being written."""

@@ -1,7 +1,8 @@
 """`clearmed eval`: run a program over a benchmark into a resumable run folder.
 
 The question list is fixed in the manifest when the folder is created, with a digest of each question (its text,
-options and gold: `store.question_digest`), so a resumed run evaluates exactly the questions it started with, and a
+options and gold: `store.question_digest`), so a resumed run evaluates exactly the questions it started with (or grows
+by the questions a longer list of the same draw adds, saying so; another list is refused naming both values), and a
 benchmark file changed since is refused before anything runs; a list that names a question twice is refused too (it
 would be answered and scored twice). Finished questions are never recomputed, except degraded ones (a stage failed
 after its retries), which a resume redoes unless asked to keep them. Questions run one at a time or on
@@ -25,7 +26,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +39,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from clearmed.config import ClearmedConfig, answer_settings, without_operational
+from clearmed.core.console import user_console
 from clearmed.core.errors import FatalServiceError, UsageError
 from clearmed.core.sanitize import mend_surrogates_in, redact_secrets
 from clearmed.core.version import __version__
@@ -100,8 +102,9 @@ def config_digest(config: ClearmedConfig) -> str:
 
 
 def default_scorer(question: Question, decision: Decision) -> QuestionScore | None:
-    """MCQ questions are scored here; free text needs a judge backbone (see `evaluation.scoring.scorer_for`)."""
-    return score_decision(question, decision) if question.is_mcq else None
+    """MCQ questions with their gold are scored here (one given without its answer is answered, not scored); free
+    text needs a judge backbone (see `evaluation.scoring.grader_for`)."""
+    return score_decision(question, decision) if question.is_mcq and question.gold_letters else None
 
 
 def crashed_decision(question: Question, program: str, error: BaseException) -> Decision:
@@ -225,29 +228,80 @@ def _extends(snapshot: object, current: object, non_default: object) -> bool:
     )
 
 
-def same_config_as_snapshot(directory: Path, config: ClearmedConfig) -> bool:
+def _snapshot(directory: Path) -> dict[str, object] | None:
+    """The folder's config.json as JSON data, minus its operational settings; None when it has none readable."""
+    try:
+        snapshot = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return without_operational(snapshot) if isinstance(snapshot, dict) else None
+
+
+def same_config_as_snapshot(directory: str | Path, config: ClearmedConfig) -> bool:
     """Whether the folder's config snapshot is this config as an older clearmed wrote it. A newer version that adds
     settings changes the digest of an unchanged config, so digests alone would refuse to resume every earlier run;
     settings the snapshot lacks count as the same when they are at their defaults. Operational settings (timeouts,
     retries, threads, caches, prices) are left out on both sides, as in the digest."""
-    try:
-        snapshot = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(snapshot, dict):
+    snapshot = _snapshot(Path(directory))
+    if snapshot is None:
         return False
     current = answer_settings(config)
     non_default = answer_settings(config, exclude_defaults=True)
-    return _extends(without_operational(snapshot), current, non_default)
+    return _extends(snapshot, current, non_default)
+
+
+_UNSET = object()  # a setting one side does not hold
+
+
+def config_differences(directory: str | Path, config: ClearmedConfig, *, most: int = 3) -> str:
+    """The settings in which the folder's config snapshot and `config` differ, as `key old != new` items (the first
+    `most`, and how many more), in the terms `same_config_as_snapshot` judges them; empty without a snapshot."""
+    snapshot = _snapshot(Path(directory))
+    if snapshot is None:
+        return ""
+    found = list(_differences(snapshot, answer_settings(config), answer_settings(config, exclude_defaults=True), ""))
+    shown = [f"{key} {_shown(old)} != {_shown(new)}" for key, old, new in found[:most]]
+    more = f" and {len(found) - most} more" if len(found) > most else ""
+    return ", ".join(shown) + more
+
+
+def _differences(old: object, new: object, non_default: object, key: str) -> Iterator[tuple[str, object, object]]:
+    """(dotted key, snapshot's value, current value) of each setting that differs; a setting the snapshot lacks
+    differs only where the current config sets it away from its default (as `_extends` reads it)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        non_default = non_default if isinstance(non_default, dict) else {}
+        for name in [*old, *(name for name in new if name not in old)]:
+            if name not in old and name not in non_default:
+                continue
+            yield from _differences(
+                old.get(name, _UNSET), new.get(name, _UNSET), non_default.get(name), f"{key}.{name}" if key else name
+            )
+    elif old != new:
+        yield key, old, new
+
+
+def _shown(value: object) -> str:
+    if value is _UNSET:
+        return "unset"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def config_snapshot(config: ClearmedConfig) -> str:
-    """The config as a run folder keeps it, credentials masked (a password inside an `api_base`)."""
+    """The config as a run folder keeps it, credentials masked (a password inside an `api_base`). A backbone records
+    only the fields of its kind (`BackboneConfig` is one model per kind), so `clearmed eval -c RUN_DIR` reruns it."""
     return redact_secrets(config.model_dump_json(indent=2, exclude_none=True))
 
 
-def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunManifest:
-    """Create the manifest, or check that an existing folder is the same run and may be resumed."""
+def open_run(
+    store: RunStore, spec: EvalSpec, config: ClearmedConfig, *, note: Callable[[str], object] | None = None
+) -> RunManifest:
+    """Create the manifest, or check that an existing folder is the same run and may be resumed.
+
+    A run's questions are fixed when it begins. A resume that asks for a list holding every one of them and more (a
+    larger `--limit` with the same seed, a longer `--ids` file) grows the run: the new questions are added after the
+    old ones, and `note` is told so in one line. Any other list (another seed, a smaller limit) is refused in one
+    line naming both values."""
     digest = config_digest(config)
     _refuse_repeated_ids([q.id for q in spec.questions], "the questions given")
     digests = {q.id: question_digest(q) for q in spec.questions}
@@ -278,12 +332,13 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
     # A run that recorded no revision (a local file, a commit the cache did not say, a run from before revisions were
     # recorded) holds a resume to none; one that did resumes only at that revision.
     revision = spec.dataset_revision if existing.dataset_revision is not None else None
+    same_config = existing.config_digest == digest or same_config_as_snapshot(store.directory, config)
     mismatches = [
         f"{name} {old!r} != {new!r}"
         for name, old, new in (
             ("program", existing.program, spec.program),
             ("benchmark", existing.benchmark, spec.benchmark),
-            ("config", digest if same_config_as_snapshot(store.directory, config) else existing.config_digest, digest),
+            ("config", existing.config_digest if not same_config else digest, digest),
             ("program artifact", existing.artifact, spec.artifact),
             ("recorded pathways", existing.recorded_pathways, spec.recorded_pathways),
             ("shard", existing.shard, spec.shard),
@@ -291,14 +346,22 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
         )
         if old != new
     ]
+    if not same_config and (differing := config_differences(store.directory, config)):
+        mismatches = [f"{item}: {differing}" if item.startswith("config ") else item for item in mismatches]
+    _refuse_repeated_ids(existing.question_ids, f"{store.directory}'s question list")
+    dropped = [qid for qid in existing.question_ids if qid not in digests]
+    if dropped:
+        mismatches += _list_options(existing, spec, " != ")
     if mismatches:
         raise RunStoreError(
             f"{store.directory} holds a different run ({'; '.join(mismatches)}); choose another --run-dir"
         )
-    _refuse_repeated_ids(existing.question_ids, f"{store.directory}'s question list")
-    missing = [qid for qid in existing.question_ids if qid not in digests]
-    if missing:
-        raise RunStoreError(f"{store.directory}: {len(missing)} questions of this run are not in the benchmark now")
+    if dropped:
+        raise RunStoreError(
+            f"{store.directory}: {len(dropped)} of this run's {len(existing.question_ids)} questions are not among "
+            f"those asked now (first: {dropped[0]}): the benchmark or the --ids list changed; a run's questions are "
+            "fixed when it begins, so run these in a new --run-dir"
+        )
     if existing.question_digests is not None:
         changed = [qid for qid in existing.question_ids if existing.question_digests.get(qid) != digests[qid]]
         if changed:
@@ -308,7 +371,53 @@ def open_run(store: RunStore, spec: EvalSpec, config: ClearmedConfig) -> RunMani
             )
     if not (store.directory / "config.json").is_file():  # a folder from before that ordering, killed in between
         store.write_json("config.json", config_snapshot(config))
-    return existing
+    return _grown(store, existing, spec, digests, note)
+
+
+def _list_options(existing: RunManifest, spec: EvalSpec, sep: str) -> list[str]:
+    """How the options that choose a run's questions differ between the folder's run and this one: `limit 2 != 3`,
+    `seed 7 != 8` (none: the list itself differs, an `--ids` file or a list given)."""
+    return [
+        f"{name} {_option(old)}{sep}{_option(new)}"
+        for name, old, new in (("limit", existing.limit, spec.limit), ("seed", existing.seed, spec.seed))
+        if old != new
+    ]
+
+
+def _option(value: int | None) -> str:
+    return "none" if value is None else str(value)
+
+
+def _grown(
+    store: RunStore,
+    existing: RunManifest,
+    spec: EvalSpec,
+    digests: dict[str, str],
+    note: Callable[[str], object] | None,
+) -> RunManifest:
+    """The folder's manifest, with the questions asked now that it lacks added after its own (their order and
+    indices kept); the growth said in one line."""
+    known = set(existing.question_ids)
+    added = [q.id for q in spec.questions if q.id not in known]
+    if not added:
+        return existing
+    kept = existing.question_digests
+    manifest = existing.model_copy(
+        update={
+            "question_ids": [*existing.question_ids, *added],
+            "limit": spec.limit,
+            "seed": spec.seed,
+            "question_digests": None if kept is None else {**kept, **{qid: digests[qid] for qid in added}},
+        }
+    )
+    store.write_manifest(manifest)
+    if note is not None:
+        why = ", ".join(_list_options(existing, spec, " -> ")) or "a longer question list"
+        note(
+            f"note: {store.directory} grows from {len(existing.question_ids)} to {len(manifest.question_ids)} "
+            f"questions ({why}): the {len(existing.question_ids)} it had are kept, {len(added)} added"
+        )
+    return manifest
 
 
 def _refuse_repeated_ids(question_ids: Sequence[str], where: str) -> None:
@@ -346,7 +455,7 @@ def run_evaluation(
         program,
         scorer=scorer,
         num_threads=num_threads,
-        console=console or Console(stderr=True),
+        console=console or user_console(stderr=True),
         show_progress=show_progress,
         stop_after=stop_after,
         keep_degraded=keep_degraded,
@@ -403,12 +512,15 @@ class EvalRun:
 
     def open(self, store: RunStore) -> None:
         self.store = store
-        self.manifest = open_run(store, self.spec, self.config)
+        self.manifest = open_run(store, self.spec, self.config, note=self._note)
         if self.manifest.question_digests is None:  # a run from before they were kept: resumed as it was
             self._warn(
                 f"note: {self.spec.run_dir} keeps no digest of its questions (made by an older clearmed), so a "
                 "benchmark file changed since it began cannot be noticed; it resumes as before"
             )
+
+    def _note(self, message: str) -> None:  # one line, unwrapped in a log
+        self.console.print(message, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
     def _warn(self, message: str) -> None:
         self.console.print(message, style="yellow", markup=False, highlight=False)

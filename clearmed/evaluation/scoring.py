@@ -1,6 +1,6 @@
-"""Which scorer a run uses: MCQ by exact set; free text (MedRBench judge, HealthBench rubric) by the configured
-judge backbone when there is one. Each grade's judge calls reach the run's spend log (`spend_log`) as it completes, so
-the budget counts grading too."""
+"""The run's grader: MCQ by exact set; free text (MedRBench grader, HealthBench rubric) by the grading model, the
+config's `[backbones.judge]`, when there is one. Each grade's calls reach the run's spend log (`spend_log`) as it
+completes, so the budget counts grading too."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dspy.utils.usage_tracker import UsageTracker
 
 from clearmed.config import ClearmedConfig
 from clearmed.evaluation.runner import Scorer, default_scorer
-from clearmed.metrics import FreeTextJudge, QuestionScore, RubricGrader, score_rubric_decision
+from clearmed.metrics import FreeTextGrader, QuestionScore, RubricGrader, score_rubric_decision
 from clearmed.programs.lm.context import USAGE_SINK
 from clearmed.signatures.records import CallUsage, Decision, Question
 
@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 
 def metered(model: str, grade: Callable[[], T]) -> T:
-    """`grade()`, with the usage of the judge calls it made passed to the spend log as one "grading" row."""
+    """`grade()`, with the usage of the grading calls it made passed to the spend log as one "grading" row."""
     tracker = UsageTracker()
     started = time.perf_counter()
     try:
@@ -44,22 +44,22 @@ def metered(model: str, grade: Callable[[], T]) -> T:
             )
 
 
-def scorer_for(config: ClearmedConfig) -> Scorer:
+def grader_for(config: ClearmedConfig) -> Scorer:
     """MCQ questions: exact-set accuracy. Free text and rubrics: the `[backbones.judge]` model, else unscored."""
-    judge_cfg = config.backbones.get("judge")
-    if judge_cfg is None:
+    grading = config.backbones.get("judge")  # the grading model's config role
+    if grading is None:
         return default_scorer
     from clearmed.backbones.factory import build_lm
 
-    judge_lm = build_lm(judge_cfg, role="judge", source=config.source)
-    judge = FreeTextJudge(judge_lm)
-    grader = RubricGrader(judge_lm)
+    grader_lm = build_lm(grading, role="judge", source=config.source)
+    free_text = FreeTextGrader(grader_lm)
+    rubric = RubricGrader(grader_lm)
 
     def score(question: Question, decision: Decision) -> QuestionScore | None:
         if question.is_mcq:
             return default_scorer(question, decision)
         if question.rubric:
-            return metered(judge_cfg.model, lambda: score_rubric_decision(grader, question, decision))
-        return metered(judge_cfg.model, lambda: judge.score_decision(question, decision))
+            return metered(grading.model, lambda: score_rubric_decision(rubric, question, decision))
+        return metered(grading.model, lambda: free_text.score_decision(question, decision))
 
     return score

@@ -5,7 +5,7 @@ The question at position i (from 0) of the run's question list (the manifest's o
 fixed by the command, so the split is the same on every resume; every question goes to exactly one shard; and
 round robin spreads a list sorted by subject or length evenly over the shards. Each shard's manifest records which
 shard it is and a digest of the whole list (`RunShard`), so `clearmed merge` can check that its shards are the
-shards of one run, that they cover it, and put the questions back in the run's order (`interleave`).
+shards of one run, that they cover it, and put the questions back in the run's order (`interleave_shards`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def take_shard(items: Sequence[T], question_ids: Sequence[str], index: int, coun
     return list(items[index - 1 :: count]), shard
 
 
-def interleave(parts: Sequence[Sequence[T]]) -> list[T]:
+def interleave_shards(parts: Sequence[Sequence[T]]) -> list[T]:
     """The run's list back from its shards' lists, given in shard order (the inverse of `take_shard`)."""
     total = sum(len(part) for part in parts)
     return [parts[position % len(parts)][position // len(parts)] for position in range(total)]

@@ -40,10 +40,10 @@ class SpendEntry(BaseModel):
     row: CallUsage
 
 
-def read_spend_log(directory: Path) -> list[SpendEntry]:
+def read_spend_log(directory: str | Path) -> list[SpendEntry]:
     """Every call a run folder's spend log holds (none without one); a line that is not an entry (the torn last line
     of a kill mid-write) is skipped: its call is lost."""
-    path = directory / SPEND_LOG
+    path = Path(directory) / SPEND_LOG
     if not path.exists():
         return []
     entries = []
@@ -56,11 +56,11 @@ def read_spend_log(directory: Path) -> list[SpendEntry]:
     return entries
 
 
-def paid_calls(directory: Path) -> list[SpendEntry] | None:
+def paid_calls(directory: str | Path) -> list[SpendEntry] | None:
     """A run folder's spend log as `summarize`'s ``paid`` (the one source of its dollars and retries), None for a
     folder that has none (written before the log was kept, or another system's run): its records are priced
     instead."""
-    return read_spend_log(directory) if (directory / SPEND_LOG).is_file() else None
+    return read_spend_log(directory) if (Path(directory) / SPEND_LOG).is_file() else None
 
 
 class SpendLog:

@@ -131,8 +131,8 @@ class EvalRecord(BaseModel):
 class RunStore:
     """Open (or create) a run folder for writing. Use as a context manager: the lock lives as long as it."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
         self._lock_handle: int | None = None
         self._write_lock = threading.Lock()
 
@@ -262,8 +262,12 @@ def question_digest(question: Question) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def load_manifest(path: Path) -> RunManifest:
-    """A run folder's manifest; a run of another schema is refused in one line naming the version that reads it."""
+def load_manifest(path: str | Path) -> RunManifest:
+    """A run folder's manifest (the manifest.json, or the folder holding it); a run of another schema is refused in
+    one line naming the version that reads it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST
     if not path.is_file():
         raise RunStoreError(f"{path.parent}: no {path.name} (is it a run folder?)")
     try:
@@ -371,9 +375,10 @@ def _read_lines(path: Path) -> tuple[list[tuple[int, EvalRecord]], list[SkippedL
     return records, skipped
 
 
-def scan_results(directory: Path) -> ResultsScan:
+def scan_results(directory: str | Path) -> ResultsScan:
     """Read results.jsonl: every valid record, and each line that is not one skipped with one warning. A run of
     another schema is refused first (`load_manifest`), so its records are never misread."""
+    directory = Path(directory)
     if (directory / MANIFEST).is_file():
         load_manifest(directory / MANIFEST)
     scan = _scan(directory / RESULTS)
@@ -382,11 +387,11 @@ def scan_results(directory: Path) -> ResultsScan:
     return scan
 
 
-def read_records(directory: Path) -> Iterator[EvalRecord]:
+def read_records(directory: str | Path) -> Iterator[EvalRecord]:
     """Every valid record of a run folder; a line that is not one is skipped with a warning (`scan_results`)."""
     yield from scan_results(directory).records
 
 
-def read_set_aside_degraded(directory: Path) -> list[EvalRecord]:
+def read_set_aside_degraded(directory: str | Path) -> list[EvalRecord]:
     """The degraded records a resume set aside (their calls were paid for; their questions were redone)."""
-    return [record for _, record in _numbered_records(directory / DEGRADED)]
+    return [record for _, record in _numbered_records(Path(directory) / DEGRADED)]

@@ -10,6 +10,7 @@ A suite file is TOML (`clearmed suite SUITE.toml`; the same matrix can be given 
     shards = 4                       # split every cell over 4 processes (default 1; --shards overrides)
     threads = 8                      # --threads of every cell (default: the config's run.num_threads)
     overrides = ["program.local_k=32"]   # --set of every cell (the command line's --set adds to them)
+    sets = [[], ["program.local_k=8"], ["program.local_k=64"]]   # a sweep: one cell per set (over `overrides`)
     benchmarks = ["medqa", "pubmedqa"]
 
 or, for a benchmark that needs more than its name, one table per benchmark:
@@ -21,11 +22,22 @@ or, for a benchmark that needs more than its name, one table per benchmark:
     label = "mmlu-medical-test"      # its folder and comparison (default: name); two tables of one benchmark need it
     programs = ["clear"]             # this benchmark's programs instead of the suite's
 
-Relative paths are relative to the folder clearmed runs in, as on the command line.
+A sweep (`sets`) runs every cell once per set of `--set` overrides, each in its own folder: the program's folder name
+ends in the set's label (`clear-n200-s0-program.local_k=8`, as `clearmed eval --set` names its folder; the empty set
+keeps the plain name), and the comparison of the benchmark holds them all. Named sets label their folders by name:
+
+    [sets]
+    baseline = []
+    k8 = ["program.local_k=8"]
+
+Your own questions are a table too: `name = "questions"`, `source = "my.jsonl"` (the format `clearmed.evaluate`
+takes a list in; see `clearmed benchmarks`), in the folder `questions-my` unless labelled. Relative paths are relative to the folder clearmed runs in, as on the
+command line.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections import Counter
 from collections.abc import Sequence
@@ -53,8 +65,10 @@ class SuiteBenchmark(BaseModel):
 
     @property
     def folder(self) -> str:
-        """Its name in the suite: the cells' folder and its comparison."""
-        return self.label or self.name
+        """Its name in the suite: the cells' folder and its comparison (as `clearmed eval` names its folder)."""
+        from clearmed.benchmarks import benchmark_folder
+
+        return self.label or benchmark_folder(self.name, self.source)
 
 
 @dataclass(frozen=True)
@@ -65,15 +79,19 @@ class SuiteCell:
     benchmark: SuiteBenchmark
     program: str
     seed: int
+    label: str = ""  # the sweep's set (`Suite.sets`): what ends the cell's folder name ("": no set)
+    overrides: tuple[str, ...] = ()  # the set's --set overrides, over the suite's own
 
     @property
     def config_name(self) -> str:
-        """What the cell's folder is named by, as `clearmed eval` names its default folder (the config file's stem)."""
-        return Path(self.config).stem
+        """What the cell's folder is named by, as `clearmed eval` names its default folder (`config_name`)."""
+        from clearmed.config import config_name
+
+        return config_name(self.config)
 
 
 class Suite(BaseModel):
-    """A matrix of runs; `cells` lists them, config by config, then benchmark, program and seed."""
+    """A matrix of runs; `cells` lists them, config by config, then benchmark, program, set and seed."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -86,6 +104,24 @@ class Suite(BaseModel):
     shards: int = Field(default=1, ge=1)
     threads: int | None = Field(default=None, ge=1)
     overrides: list[str] = Field(default_factory=list)
+    sets: dict[str, list[str]] = Field(default_factory=lambda: {"": list[str]()}, min_length=1)  # no sweep
+
+    @field_validator("sets", mode="before")
+    @classmethod
+    def _labelled_sets(cls, value: object) -> object:
+        """`sets = [[...], ...]` labels each set as `clearmed eval --set` labels its folder (`overrides_label`); a
+        table's sets are labelled by their names."""
+        from clearmed.config import overrides_label
+
+        if isinstance(value, list) and all(isinstance(item, list) for item in value):
+            labels = [overrides_label([str(override) for override in item]) for item in value]
+            _refuse_repeats("sets labelled", labels)
+            return dict(zip(labels, value, strict=True))
+        if isinstance(value, dict):
+            bad = [name for name in value if not re.fullmatch(r"[A-Za-z0-9_.=,-]+", name)]
+            if bad:
+                raise ValueError(f"the set name {bad[0]!r} names a folder: use letters, digits and _ . = , - only")
+        return value
 
     @field_validator("benchmarks", mode="before")
     @classmethod
@@ -97,19 +133,21 @@ class Suite(BaseModel):
 
     def cells(self) -> list[SuiteCell]:
         return [
-            SuiteCell(config=config, benchmark=benchmark, program=program, seed=seed)
+            SuiteCell(config, benchmark, program, seed, label, tuple(overrides))
             for config in self.configs
             for benchmark in self.benchmarks
             for program in benchmark.programs or self.programs
+            for label, overrides in self.sets.items()
             for seed in self.seeds
         ]
 
     def check(self) -> Suite:
         """Refuse, in one line, a suite whose cells would share a folder or could not run; return it."""
         from clearmed.assemble import PROGRAMS
-        from clearmed.benchmarks import benchmark_info
+        from clearmed.benchmarks import QUESTIONS, benchmark_info
+        from clearmed.config import config_name
 
-        _refuse_repeats("configs named", [Path(config).stem for config in self.configs])
+        _refuse_repeats("configs named", [config_name(config) for config in self.configs])
         _refuse_repeats("benchmarks labelled", [benchmark.folder for benchmark in self.benchmarks])
         _refuse_repeats("seeds", [str(seed) for seed in self.seeds])
         for programs in [self.programs, *(b.programs for b in self.benchmarks if b.programs)]:
@@ -118,7 +156,9 @@ class Suite(BaseModel):
             if unknown:
                 raise UsageError(f"suite: unknown program {unknown[0]!r}; choose from {', '.join(PROGRAMS)}")
         for benchmark in self.benchmarks:
-            if benchmark.name != "demo":
+            if benchmark.name == QUESTIONS and not benchmark.source:
+                raise UsageError(f"suite: benchmark {benchmark.folder} needs source = <your questions file>")
+            if benchmark.name not in ("demo", QUESTIONS):
                 benchmark_info(benchmark.name)  # an unknown name is one line (UnknownBenchmarkError)
             if benchmark.ids and self.limit:
                 raise UsageError(f"suite: benchmark {benchmark.folder} has ids, so the suite takes no limit")

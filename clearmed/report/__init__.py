@@ -1,2 +1,4 @@
-"""Showing runs and decisions: the static HTML report (`html_report`, its views, plots and templates), headless
-rendering of its pages, and the terminal rendering of one Decision (`terminal`)."""
+"""Every view of runs and decisions: the static HTML report (`html_report`, its views `html_views` and templates),
+the plots (`plots`), the markdown tables (`markdown`), a comparison's files for a paper (`comparison_files`), a
+finished run folder (`run_folder`), headless rendering of the report's pages (`headless`), and the terminal rendering
+of one Decision (`terminal`)."""

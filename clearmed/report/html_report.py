@@ -43,7 +43,7 @@ from clearmed.report.html_views import (
     QuestionPage,
     QuestionRow,
     answer_display,
-    fold,
+    fold_text,
     question_page,
     question_row,
     route_colour,
@@ -272,7 +272,7 @@ def environment() -> Environment:
         clean_cell=clean_cell,
         pct=_pct,
         groupby_section=_group_by_section,
-        fold=fold,
+        fold=fold_text,
         basename=lambda path: Path(path).name or path,
     )
     return env

@@ -199,7 +199,7 @@ class PassageView(BaseModel):
 _FOLD_AT = 600
 
 
-def fold(text: str, at: int = _FOLD_AT) -> tuple[str, str]:
+def fold_text(text: str, at: int = _FOLD_AT) -> tuple[str, str]:
     """The text split at a word boundary near `at` characters: (head, tail); tail is "" when it is short.
     Runs of blank lines (web pages converted from layout tables) are shown as one."""
     text = re.sub(r"\n[ \t]*(?:\n[ \t]*)+\n", "\n\n", text)
@@ -273,7 +273,7 @@ def _passages(decision: Decision) -> list[PassageView]:
             continue
         seen.add(passage.id)
         screening = screen(passage)
-        head, tail = fold(passage.text)
+        head, tail = fold_text(passage.text)
         query = passage.provenance.query
         views.append(
             PassageView(

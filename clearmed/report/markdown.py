@@ -1,12 +1,13 @@
 """A run's numbers as markdown: the comparison table (one row per run) and the sections beside it (degraded
 questions, spend, answer sources, what the pathways were worth, the option-wise judge, the scored verifiers' fallbacks,
-QPIS), and the paired table of `clearmed compare`. summary.md, `clearmed eval`'s terminal summary and
-comparison.md are these; the HTML report reuses the table's cells."""
+QPIS), and the paired table of `clearmed compare` (`comparison_markdown`). summary.md, `clearmed eval`'s terminal
+summary and comparison.md are these; the HTML report reuses the table's cells."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from clearmed.evaluation.compare import Comparison
 from clearmed.evaluation.pathway_worth import PathwayWorth
 from clearmed.evaluation.summary import CostSummary, RunSummary
 from clearmed.metrics import AccuracySummary, PairedComparison, judge_table, mcnemar_exact_p
@@ -204,7 +205,7 @@ def _routes_markdown(worth: PathwayWorth) -> str:
     lost = sum(r.lost_vs_parametric for r in worth.by_route)
     rows.append(
         f"\nAgainst its parametric pathway (Direct's answer): {gained} gained, {lost} lost, "
-        f"exact McNemar p = {mcnemar_exact_p(gained, lost):.3f}"
+        f"exact McNemar p = {p_text(mcnemar_exact_p(gained, lost))}"
     )
     return "\n".join(rows) + "\n"
 
@@ -226,17 +227,78 @@ def _calibration_markdown(worth: PathwayWorth) -> str:
     return "\n".join(rows) + "\n"
 
 
-def paired_markdown(pairs: Sequence[PairedComparison]) -> str:
-    """Markdown: gained and lost questions against the baseline, with the exact McNemar p."""
+def p_text(p: float) -> str:
+    """A p-value as a paper prints it: two decimals from 0.01 up (1.00, 0.45), three below (0.008), and under 0.001
+    two significant digits in scientific notation (3.1e-31, 7.8e-4), so a tiny p never reads as 0; a p that
+    underflowed a double is "<1e-300"."""
+    if p >= 0.01:
+        return f"{p:.2f}"
+    if p >= 0.001:
+        return f"{p:.3f}"
+    if p <= 0.0:
+        return "<1e-300"
+    mantissa, exponent = f"{p:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def difference_text(pair: PairedComparison) -> str:
+    """The paired accuracy difference in percentage points with its 95% interval, e.g. "+18.1 [+14.3, +21.8]"."""
+    if pair.difference is None or pair.difference_ci is None:
+        return "-"
+    ci = pair.difference_ci
+    return f"{100 * pair.difference:+.1f} [{100 * ci.low:+.1f}, {100 * ci.high:+.1f}]"
+
+
+def pairing_text(comparison: Comparison) -> str:
+    """Which pairs were made, and how many (the multiplicity a reader must know to weigh each p)."""
+    against = {
+        "first": "Paired against the first run of each benchmark",
+        "baseline": f"Paired against {comparison.baseline}",
+        "all": "Every pair of runs of a benchmark paired (the earlier run as baseline)",
+    }[comparison.pairing]
+    m = comparison.multiplicity
+    holm = (
+        f"; the last column is Holm's adjustment of p over these {m} (it keeps the family-wise error at the level read)"
+        if m > 1
+        else ""
+    )
+    return f"{against}, on the questions both scored: {m} comparison{'s' if m != 1 else ''}{holm}."
+
+
+def paired_markdown(pairs: Sequence[PairedComparison], note: str = "") -> str:
+    """Markdown: gained and lost questions against the baseline, the run's accuracy minus the baseline's in
+    percentage points with Newcombe's paired 95% interval, the exact McNemar p, and the Holm-adjusted p when the
+    pairs carry one. `note` (`pairing_text`) goes above the table."""
     if not pairs:
         return ""
+    holm = any(p.holm_p is not None for p in pairs)
     rows = [
         f"| {p.other} | {p.baseline} | {p.common} | {p.both_right} | {p.gained} | {p.lost} | {p.both_wrong} "
-        f"| {p.mcnemar_p:.3g} |"
+        f"| {difference_text(p)} | {p_text(p.mcnemar_p)} |"
+        + (f" {'-' if p.holm_p is None else p_text(p.holm_p)} |" if holm else "")
         for p in pairs
     ]
     return (
-        "\n### Paired against the first run of each benchmark (shared questions)\n\n"
-        "| run | baseline | shared | both right | gained | lost | both wrong | exact McNemar p |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        "\n### Paired comparisons (shared questions)\n\n"
+        + (f"{note}\n\n" if note else "")
+        + "| run | baseline | shared | both right | gained | lost | both wrong | run − baseline pp [95% CI] "
+        "| exact McNemar p |" + (" Holm p |" if holm else "") + "\n"
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if holm else "") + "\n" + "\n".join(rows) + "\n"
+    )
+
+
+def comparison_markdown(comparison: Comparison) -> str:
+    """comparison.md, as `clearmed compare` prints it: the runs' table, the paired table under a line that says
+    which pairs and how many, and each run's details."""
+    summaries = [run.summary for run in comparison.runs]
+    labels = [run.label for run in comparison.runs]
+    scope = ""
+    if comparison.common:
+        sizes = {s.benchmark: s.evaluated for s in summaries}
+        scope = "\nOn the questions clean in every run: " + ", ".join(f"{b} {n}" for b, n in sizes.items()) + ".\n\n"
+    return (
+        scope
+        + comparison_table(summaries, labels=labels)
+        + paired_markdown(comparison.pairs, pairing_text(comparison))
+        + details_markdown(summaries, labels=labels)
     )

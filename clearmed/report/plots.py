@@ -1,8 +1,8 @@
-"""Every plot of a run's numbers, drawn by one renderer (matplotlib, Agg): the PNGs of a run folder and of
-`clearmed compare --out` (`write_plots`: accuracy with intervals, route mix, cost by route, and the pathways'
-reliability when they were calibrated), and the HTML report's plots as data URIs (`run_plots`: the same figures,
-labelled by run, and the deciding rules and each pathway against the oracle), so every page stays one
-self-contained file that opens from disk."""
+"""Every plot of a run's numbers, drawn by one renderer (matplotlib, Agg): the PNGs of a run folder and the plots
+of `clearmed compare --out`, PNG, PDF or SVG (`write_plots`: accuracy with intervals, route mix, cost by route, and
+the pathways' reliability when they were calibrated; one bar per run, labelled by run), and the HTML report's plots
+as data URIs (`run_plots`: the same figures, and the deciding rules and each pathway against the oracle), so every
+page stays one self-contained file that opens from disk."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import io
 import textwrap
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from clearmed.evaluation.summary import RunSummary
 
@@ -30,11 +30,14 @@ def _agg() -> None:
     matplotlib.use("Agg")
 
 
-def _png(fig: Figure, dpi: int) -> bytes:
+PlotFormat = Literal["png", "pdf", "svg"]
+
+
+def _render(fig: Figure, dpi: int, fmt: PlotFormat = "png") -> bytes:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
+    fig.savefig(buffer, format=fmt, dpi=dpi)
     plt.close(fig)
     return buffer.getvalue()
 
@@ -43,28 +46,40 @@ def _uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _run_figures(summaries: Sequence[RunSummary]) -> Iterator[tuple[str, Figure]]:
+def run_figures(summaries: Sequence[RunSummary], labels: Sequence[str] | None = None) -> Iterator[tuple[str, Figure]]:
     """Plot name -> figure, one at a time (each is saved and closed before the next is drawn): accuracy, routes,
-    cost_by_route, and calibration when some run's pathways were calibrated. Bars are labelled by program and
-    benchmark."""
-    labels = [f"{s.program}\n{s.benchmark}" for s in summaries]
+    cost_by_route, and calibration when some run's pathways were calibrated. One bar (or group) per run, at its own
+    position, named by its label (default: its program) over its benchmark, so two runs of one program never share
+    a bar. Long labels are wrapped (at their hyphens) so that neighbouring bars' labels do not run into each other."""
+    _agg()
+    given = list(labels) if labels is not None else [s.program for s in summaries]
+    if len(given) != len(summaries):
+        raise ValueError("one label per summary")
+    names = [f"{textwrap.fill(label, 14)}\n{s.benchmark}" for label, s in zip(given, summaries, strict=True)]
     routes = sorted({route for s in summaries for route in s.route_counts})
-    yield "accuracy", _accuracy_plot(summaries, labels)
-    yield "routes", _route_mix_plot(summaries, labels, routes)
-    yield "cost_by_route", _route_cost_plot(summaries, labels, routes)
-    calibrated = [s for s in summaries if s.pathways is not None and s.pathways.calibration]
+    yield "accuracy", _accuracy_plot(summaries, names)
+    yield "routes", _route_mix_plot(summaries, names, routes)
+    yield "cost_by_route", _route_cost_plot(summaries, names, routes)
+    calibrated = [(s, name) for s, name in zip(summaries, names, strict=True) if s.pathways and s.pathways.calibration]
     if calibrated:
         yield "calibration", _reliability_plot(calibrated)
 
 
-def write_plots(summaries: Sequence[RunSummary], folder: Path, stem: str = "") -> list[Path]:
-    """PNG plots: accuracy with intervals by program; route mix; cost per question by route; calibration."""
-    _agg()
+def write_plots(
+    summaries: Sequence[RunSummary],
+    folder: Path,
+    stem: str = "",
+    *,
+    labels: Sequence[str] | None = None,
+    fmt: PlotFormat = "png",
+) -> list[Path]:
+    """Plots as files (PNG, or PDF or SVG for a paper): accuracy with intervals by run; route mix; cost per question
+    by route; calibration. `labels` name the runs (`run_figures`)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, fig in _run_figures(summaries):
-        path = folder / f"{stem}{name}.png"
-        path.write_bytes(_png(fig, _RUN_DPI))
+    for name, fig in run_figures(summaries, labels):
+        path = folder / f"{stem}{name}.{fmt}"
+        path.write_bytes(_render(fig, _RUN_DPI, fmt))
         written.append(path)
     return written
 
@@ -72,18 +87,11 @@ def write_plots(summaries: Sequence[RunSummary], folder: Path, stem: str = "") -
 def run_plots(summaries: Sequence[RunSummary], labels: Sequence[str]) -> dict[str, str]:
     """Plot name -> data URI: the run folder's plots (accuracy, routes, cost_by_route, calibration), rules and (CLEAR
     runs) pathways."""
-    _agg()
-    # The run folder's plots label bars by program and benchmark; two runs of one program would share a bar, so the
-    # run labels stand in for the program names.
-    # Long labels are wrapped (at their hyphens) so that neighbouring bars' labels do not run into each other.
-    relabelled = [
-        s.model_copy(update={"program": textwrap.fill(label, 14)}) for s, label in zip(summaries, labels, strict=True)
-    ]
-    plots = {name: _uri(_png(fig, _RUN_DPI)) for name, fig in _run_figures(relabelled)}
-    plots["rules"] = _uri(_png(_rules_plot(summaries, labels), _REPORT_DPI))
+    plots = {name: _uri(_render(fig, _RUN_DPI)) for name, fig in run_figures(summaries, labels)}
+    plots["rules"] = _uri(_render(_rules_plot(summaries, labels), _REPORT_DPI))
     pathways = _pathways_plot(summaries, labels)
     if pathways is not None:
-        plots["pathways"] = _uri(_png(pathways, _REPORT_DPI))
+        plots["pathways"] = _uri(_render(pathways, _REPORT_DPI))
     return plots
 
 
@@ -93,7 +101,7 @@ def _axes(figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     return plt.subplots(figsize=figsize)
 
 
-def _accuracy_plot(summaries: Sequence[RunSummary], labels: list[str]) -> Figure:
+def _accuracy_plot(summaries: Sequence[RunSummary], labels: Sequence[str]) -> Figure:
     fig, ax = _axes((max(4, 1.6 * len(summaries)), 3.6))
     values, lows, highs = [], [], []
     for s in summaries:
@@ -104,21 +112,32 @@ def _accuracy_plot(summaries: Sequence[RunSummary], labels: list[str]) -> Figure
         values.append(100 * value)
         lows.append(100 * (value - low))
         highs.append(100 * (high - value))
-    ax.bar(labels, values, yerr=[lows, highs], capsize=4, color="#4c72b0")
+    benchmarks = list(dict.fromkeys(s.benchmark for s in summaries))
+    # Runs that span benchmarks are coloured by benchmark (one legend entry each); one benchmark is one colour.
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+    colours = [palette[benchmarks.index(s.benchmark) % len(palette)] for s in summaries]
+    positions = range(len(summaries))
+    bars = ax.bar(positions, values, yerr=[lows, highs], capsize=4, color=colours)
+    ax.set_xticks(positions, labels)
+    if len(benchmarks) > 1:
+        first = [bars[[s.benchmark for s in summaries].index(b)] for b in benchmarks]
+        ax.legend(first, benchmarks, fontsize=7)
     ax.set_ylabel("accuracy % (95% Wilson)")
     ax.set_ylim(0, 100)
-    ax.set_title("Accuracy by program")
+    ax.set_title("Accuracy by run")
     fig.tight_layout()
     return fig
 
 
-def _route_mix_plot(summaries: Sequence[RunSummary], labels: list[str], routes: list[str]) -> Figure:
+def _route_mix_plot(summaries: Sequence[RunSummary], labels: Sequence[str], routes: list[str]) -> Figure:
     fig, ax = _axes((max(4, 1.6 * len(summaries)), 3.6))
     bottom = [0.0] * len(summaries)
+    positions = range(len(summaries))
     for route in routes:
         shares = [s.route_counts.get(route, 0) / max(1, s.evaluated) * 100 for s in summaries]
-        ax.bar(labels, shares, bottom=bottom, label=route)
+        ax.bar(positions, shares, bottom=bottom, label=route)
         bottom = [b + v for b, v in zip(bottom, shares, strict=True)]
+    ax.set_xticks(positions, labels)
     ax.set_ylabel("% of questions")
     ax.set_title("Route mix")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
@@ -126,7 +145,7 @@ def _route_mix_plot(summaries: Sequence[RunSummary], labels: list[str], routes: 
     return fig
 
 
-def _route_cost_plot(summaries: Sequence[RunSummary], labels: list[str], routes: list[str]) -> Figure:
+def _route_cost_plot(summaries: Sequence[RunSummary], labels: Sequence[str], routes: list[str]) -> Figure:
     fig, ax = _axes((max(4, 1.6 * len(summaries)), 3.6))
     width = 0.8 / max(1, len(routes))
     for offset, route in enumerate(routes):
@@ -141,14 +160,14 @@ def _route_cost_plot(summaries: Sequence[RunSummary], labels: list[str], routes:
     return fig
 
 
-def _reliability_plot(calibrated: Sequence[RunSummary]) -> Figure:
+def _reliability_plot(calibrated: Sequence[tuple[RunSummary, str]]) -> Figure:
     """A reliability diagram: one line per pathway (and run), the diagonal is perfect calibration."""
     fig, ax = _axes((4.6, 4.2))
     ax.plot([0, 1], [0, 1], color="#999999", linestyle="--", linewidth=1)
-    for s in calibrated:
+    for s, label in calibrated:
         assert s.pathways is not None
         for pathway, cal in s.pathways.calibration.items():
-            name = pathway if len(calibrated) == 1 else f"{s.program} {pathway}"
+            name = pathway if len(calibrated) == 1 else f"{label} {pathway}"
             xs = [b.mean_confidence for b in cal.bins]
             ys = [b.accuracy for b in cal.bins]
             ax.plot(xs, ys, marker="o", label=f"{name} (ECE {cal.ece:.3f})")

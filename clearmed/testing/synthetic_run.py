@@ -15,6 +15,7 @@ from pathlib import Path
 
 from clearmed.config import ClearmedConfig, parse_config
 from clearmed.evaluation import EvalRecord, EvalSpec, run_evaluation
+from clearmed.evaluation.shard import take_shard
 from clearmed.programs.clear import CLEAR
 from clearmed.retrieval.memory import InMemoryRetriever, InMemoryWebSearch, web_passage
 from clearmed.signatures.records import PATHWAYS, ROUTE_TABLE, Question, Route, Thresholds
@@ -165,17 +166,48 @@ def synthetic_questions(n: int, seed: int = 0) -> list[Question]:
 
 
 def write_synthetic_run(
-    run_dir: Path, n: int = 300, *, seed: int = 0, thresholds: Thresholds | None = None
+    run_dir: Path,
+    n: int = 300,
+    *,
+    seed: int = 0,
+    thresholds: Thresholds | None = None,
+    model: str = "scripted",
+    shard: tuple[int, int] | None = None,
 ) -> list[EvalRecord]:
-    """Evaluate the scripted program on `n` synthetic questions into a run folder (resumable like any run)."""
+    """Evaluate the scripted program on `n` synthetic questions into a run folder (resumable like any run). `model`
+    is the name the config snapshot gives the main backbone; `shard` (K, N) makes the folder shard K of N of the run."""
+    questions = synthetic_questions(n, seed)
+    run_shard = None
+    if shard is not None:
+        questions, run_shard = take_shard(questions, [q.id for q in questions], *shard)
     spec = EvalSpec(
         program="clear",
         benchmark="synthetic",
         source=f"synthetic seed {seed}",
-        questions=synthetic_questions(n, seed),
+        questions=questions,
         run_dir=run_dir,
         seed=seed,
+        shard=run_shard,
     )
-    config = SYNTHETIC_CONFIG.model_copy(update={"thresholds": thresholds or Thresholds()})
+    main = SYNTHETIC_CONFIG.backbones["main"].model_copy(update={"model": model})
+    config = SYNTHETIC_CONFIG.model_copy(
+        update={"thresholds": thresholds or Thresholds(), "backbones": {**SYNTHETIC_CONFIG.backbones, "main": main}}
+    )
     program, _ = synthetic_program(seed, thresholds)
     return run_evaluation(spec, config, program, show_progress=False)
+
+
+def write_synthetic_suite(out: Path, n: int = 6) -> dict[str, Path]:
+    """A suite's folder as `clearmed suite` lays it out (OUT/<config>/<benchmark>/<program>-n<N>-s<seed>): model-a's
+    run as two shards (sibling folders, -shard1of2 and -shard2of2) and their merge, model-b's run in one process with
+    seed 1 (so it answers otherwise). Returns each model's run folder."""
+    from clearmed.evaluation.merge import join_shard_folders
+
+    merged = out / "model-a" / "synthetic" / f"clear-n{n}-s0"
+    shards = [merged.with_name(f"{merged.name}-shard{index}of2") for index in (1, 2)]
+    for index, folder in enumerate(shards, start=1):
+        write_synthetic_run(folder, n, model="model-a", shard=(index, 2))
+    join_shard_folders(shards, merged)
+    single = out / "model-b" / "synthetic" / f"clear-n{n}-s1"
+    write_synthetic_run(single, n, seed=1, model="model-b")
+    return {"model-a": merged, "model-b": single}

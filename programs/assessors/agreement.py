@@ -10,7 +10,7 @@ from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import answers_agree
 from clearmed.programs.lm.prompting import render_question
 from clearmed.programs.lm.stage import run_stage
-from clearmed.signatures.clear import JudgeAgreement
+from clearmed.signatures.clear import AssessAgreement
 from clearmed.signatures.records import Agreement, Answer, EvidenceBundle, PathwayName
 from clearmed.signatures.records.results import AgreementResult
 
@@ -31,7 +31,7 @@ class CandidateAgreement(dspy.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.judge = dspy.Predict(JudgeAgreement)
+        self.judge = dspy.Predict(AssessAgreement)
 
     def forward(self, bundle: EvidenceBundle) -> AgreementResult:
         question = bundle.question

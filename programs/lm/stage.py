@@ -306,20 +306,43 @@ class Shared(Generic[T]):
     Optimizers deep-copy programs many times; an index of a million passages must not be copied with them.
     """
 
-    def __init__(self, value: T) -> None:
-        self.value = value
+    def __init__(self, value: T, what: str = "evidence backend") -> None:
+        self._value = value
+        self.what = what  # how a detached backend is named: "local corpus", "web search"
+        self.detached = False
+
+    @property
+    def value(self) -> T:
+        """The backend (None: the config has none). A program loaded from a pickle holds none of the backends it was
+        saved with: reading one stops the run in one line (`FatalServiceError`) instead of answering without it."""
+        if self.detached:
+            raise FatalServiceError(
+                self.what,
+                "local_data",
+                "this program was loaded from a pickle, which keeps no index or search client: build it from its "
+                "config (clearmed.build_program) and load its saved state (program.load) instead",
+            )
+        return self._value
+
+    @value.setter
+    def value(self, backend: T) -> None:  # wiring a loaded program to a backend again
+        self._value, self.detached = backend, False
 
     def __deepcopy__(self, memo: dict[int, object]) -> Shared[T]:
         return self
 
     # A pickled program (`program.save(path, save_program=True)`) leaves its backend out, as it does its keys: an index,
-    # a search client and its cache hold connections, threads and locks that belong to a run, not to the program.
-    # A loaded program is wired to the config's backends again (`clearmed.assemble`).
+    # a search client and its cache hold connections, threads and locks that belong to a run, not to the program. Its
+    # pickle remembers that there was one, so the loaded program says so rather than answer as if none were configured.
     def __getstate__(self) -> dict[str, object]:
-        return {"value": None}
+        return {"value": None, "what": self.what, "held": self._value is not None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.value = state["value"]  # type: ignore[assignment]
+        self._value = None  # type: ignore[assignment]
+        self.what = str(state.get("what", "evidence backend"))
+        self.detached = bool(state.get("held", False))
 
     def __repr__(self) -> str:
-        return f"Shared({type(self.value).__name__})"
+        if self.detached:
+            return f"Shared(detached {self.what})"
+        return f"Shared({type(self._value).__name__})"

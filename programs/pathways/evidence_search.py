@@ -130,7 +130,7 @@ class FollowUpSearch(dspy.Module):
     ) -> None:
         super().__init__()
         self.query = dspy.Predict(GenerateFollowUpQuery)
-        self.search = Shared(search)
+        self.search = Shared(search, "web search")
         self.assessor = assessor
         self.writer = writer or WebQueryWriter()
 

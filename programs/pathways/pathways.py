@@ -175,7 +175,7 @@ class LocalPathway(dspy.Module):
 
     def __init__(self, retriever: Retriever | None, gate: FormatGate | None = None) -> None:
         super().__init__()
-        self.retriever = Shared(retriever)
+        self.retriever = Shared(retriever, "local corpus")
         self.reader = EvidenceAnswerer()
         self.gate = gate or FormatGate()
 
@@ -216,7 +216,7 @@ class DynamicPathway(dspy.Module):
         writer: WebQueryWriter | None = None,
     ) -> None:
         super().__init__()
-        self.search = Shared(search)
+        self.search = Shared(search, "web search")
         self.assessor = assessor
         self.reader = EvidenceAnswerer()
         self.writer = writer or WebQueryWriter()

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import dspy
 
-from clearmed.backbones.logprobs import TokenScorer, scorer_for
+from clearmed.backbones.logprobs import TokenScorer, token_scorer
 from clearmed.core.errors import FatalServiceError
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.prompting import fit_prompt
@@ -70,7 +70,7 @@ def run_scored_stage(
     if context.settings.mcq_decoding != "score" or not question.options:
         return None
     role, lm = context.lm_for(stage)
-    scorer = scorer_for(lm) if lm is not None else None
+    scorer = token_scorer(lm) if lm is not None else None
     if scorer is None:
         return None
     signature = answer_first(predictor.signature)

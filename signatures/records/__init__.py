@@ -4,7 +4,9 @@ Read this package first. One question flows through the program as a `Question` 
 `Candidate`s (parametric, local, dynamic) with their `Passage`s (evidence.py), is judged by the aggregation
 verifier (`VerifierOutput`, candidates.py) whose routes are defined in routes.py, adjudicated by pure rules
 (`AdjudicationStep`s) and ends as a `Decision` (adjudication.py), which carries everything needed to replay
-the adjudication layer without re-running the pathways.
+the adjudication layer without re-running the pathways. Beside them: base.py (the shared vocabulary: pathway
+names, quality labels, confidence), usage.py (`StepError`, `CallUsage`), judgment.py (the option-wise judge's
+verdicts), search_plan.py (QPIS), settings.py (the program settings) and results.py (what the steps hand each other).
 """
 
 from clearmed.signatures.records.adjudication import (
@@ -83,3 +85,79 @@ from clearmed.signatures.records.routes import (
 )
 from clearmed.signatures.records.search_plan import SearchPlan, SearchRound
 from clearmed.signatures.records.usage import CallUsage, ErrorKind, StepError
+
+__all__ = [
+    "NEEDS_MORE_SEARCH",
+    "PATHWAYS",
+    "QUALITY_RANK",
+    "ROUTE_TABLE",
+    "AdjudicationStep",
+    "Agreement",
+    "AgreementResult",
+    "Answer",
+    "AnswerMode",
+    "AuditAssessment",
+    "CalibratedFallback",
+    "CallUsage",
+    "Candidate",
+    "ChatTurn",
+    "Confidence",
+    "Contest",
+    "Decision",
+    "DecisionStatus",
+    "DomainTier",
+    "ErrorKind",
+    "EvidenceBundle",
+    "FollowUpRound",
+    "GateResult",
+    "GraphCleanup",
+    "GraphEntity",
+    "GraphRelation",
+    "GuardAssessment",
+    "JudgeDecision",
+    "JudgeMode",
+    "JudgeResult",
+    "KnowledgeGraph",
+    "LearnedFallback",
+    "LearnedVerdict",
+    "Mechanism",
+    "MetadataValue",
+    "OnError",
+    "OptionJudgment",
+    "OptionScores",
+    "OptionVerdict",
+    "Passage",
+    "PathwayName",
+    "PathwayResult",
+    "Provenance",
+    "QualityAssessment",
+    "QualityLabel",
+    "QualityOrigin",
+    "QualityResult",
+    "Question",
+    "Record",
+    "ResponseResult",
+    "Route",
+    "RouteSpec",
+    "RubricItem",
+    "RuleId",
+    "SearchPlan",
+    "SearchResult",
+    "SearchRound",
+    "SemanticGroup",
+    "SourceQuality",
+    "StepError",
+    "SupportScope",
+    "Thresholds",
+    "Verdict",
+    "VerifierInputs",
+    "VerifierOutput",
+    "VerifierResult",
+    "VerifierVerdict",
+    "WebQueryResult",
+    "page_key",
+    "route_for",
+    "route_meanings",
+    "route_spec",
+    "top_options",
+]

@@ -12,7 +12,7 @@ PATHWAYS: tuple[PathwayName, ...] = ("parametric", "local", "dynamic")
 QualityLabel = Literal["high", "medium", "low"]
 # Who labelled the dynamic evidence: the LLM, the domain/content priors standing in, or nobody (all low).
 QualityOrigin = Literal["llm", "prior", "none"]
-# A free-text judge's verdict (signatures/grading.py asks for it; metrics/ scores it).
+# A free-text grader's verdict (signatures/grading.py asks for it; metrics/ scores it).
 GradeVerdict = Literal["correct", "partially_correct", "incorrect"]
 Confidence = Literal["high", "medium", "low"]
 # Quality labels are ordered: passage filters and label ceilings compare them by rank.

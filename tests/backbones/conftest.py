@@ -3,6 +3,7 @@ model registry per test."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -14,6 +15,7 @@ import pytest
 
 from clearmed.backbones import llama_runtime
 from clearmed.backbones.llama_runtime import LlamaLoadArgs, SharedModel, fallback_token_counter
+from clearmed.core.endpoints import forget_reached
 
 CHAT_REPLY = "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
 
@@ -110,6 +112,22 @@ def _empty_model_registry() -> Iterator[None]:
     llama_runtime.unload_models()
     yield
     llama_runtime.unload_models()
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint_reached() -> Iterator[None]:
+    """Each test starts as a run does: no endpoint has answered yet (`clearmed.core.endpoints`)."""
+    forget_reached()
+    yield
+    forget_reached()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port that was free a moment ago: nothing listens there, so a connection to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ fatal refusals raised as one line that names the backbone and never the key, pro
 
 from __future__ import annotations
 
+import asyncio
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -131,6 +132,68 @@ def test_fatal_refusals_raise_one_line_and_are_never_retried(
     assert len(server.requests) == 1
     assert retries.total == 0
     assert isinstance(info.value.__cause__, dspy.LMError)
+
+
+# The native engine, and DSPy's LiteLLM engine (taken for options the native one cannot carry).
+ENGINES = {"native": {}, "litellm": {"extra": {"chat_template_kwargs": {"enable_thinking": False}}}}
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("kind", ["openai_compatible", "hosted"])
+def test_a_refused_connection_before_any_reply_stops_with_one_line_naming_the_endpoint(
+    closed_port: int, waits: list[float], kind: str, engine: str
+) -> None:
+    """Before: a mistyped address was retried and recorded as a degraded question, for every question of the run."""
+    base = f"http://127.0.0.1:{closed_port}/v1"
+    table = {"kind": kind, "model": "openai/gpt-4.1" if kind == "hosted" else "served-model", "api_base": base}
+    lm = build_lm(parse_backbone({**table, "api_key_env": "VLLM_KEY", "num_retries": 3, **ENGINES[engine]}))
+    with count_retries() as retries, pytest.raises(FatalServiceError) as info:
+        ask(lm)
+    message = str(info.value)
+    assert info.value.cause == "unreachable"
+    assert ": unreachable: " in message
+    assert f"http://127.0.0.1:{closed_port} refused the connection" in message
+    assert "\n" not in message
+    assert SECRET not in message
+    assert (retries.total, waits) == (0, [])  # never retried: every attempt would meet the same closed port
+
+
+def test_an_unknown_host_before_any_reply_stops_the_run() -> None:
+    lm = build_lm(
+        parse_backbone({"kind": "openai_compatible", "model": "m", "api_base": "http://no-such-host.invalid:8000/v1"})
+    )
+    with pytest.raises(
+        FatalServiceError, match=r"unreachable: host not found: http://no-such-host\.invalid:8000 \(check the address"
+    ):
+        lm("hi")
+
+
+def test_a_refused_connection_after_the_endpoint_answered_is_transient_and_retried(waits: list[float]) -> None:
+    """A server that answered and then refuses is restarting: retried, then raised as it came (a degraded question)."""
+    with ScriptedOpenAI() as fake:
+        lm = build_lm(parse_backbone({"kind": "openai_compatible", "model": "served-model", "api_base": fake.api_base,
+                                      "cache": False, "num_retries": 2}))  # fmt: skip
+        assert ask(lm) == "measles"
+    with count_retries() as retries, pytest.raises(dspy.LMTransportError):
+        ask(lm)
+    assert retries.total == len(waits) == 2
+
+
+def test_the_async_path_stops_on_a_refused_endpoint_and_retries_a_busy_one(
+    closed_port: int, server: ScriptedOpenAI, waits: list[float]
+) -> None:
+    refused = build_lm(
+        parse_backbone({"kind": "openai_compatible", "model": "m", "api_base": f"http://127.0.0.1:{closed_port}/v1"})
+    )
+    with pytest.raises(FatalServiceError, match="refused the connection"):
+        asyncio.run(refused.acall("hi"))
+    server.script = [openai_error(503, "overloaded", kind="server_error")]
+    lm = build_lm(backbone(server, num_retries=2))
+    with count_retries() as retries:
+        outputs = asyncio.run(lm.acall("hi"))
+    assert "measles" in str(outputs)
+    assert retries.total == 1
+    assert len(server.requests) == 2
 
 
 def test_a_key_echoed_by_the_server_is_not_repeated(server: ScriptedOpenAI) -> None:

@@ -3,7 +3,6 @@ llama-server's GET /props), or the bundled map; unknown when nothing says, asked
 
 from __future__ import annotations
 
-import importlib
 import socket
 from typing import Any
 
@@ -12,14 +11,11 @@ import pytest
 from clearmed.backbones.config import parse_backbone
 from clearmed.backbones.context_window import context_window, served_context_window, served_window
 from clearmed.backbones.factory import build_lm
+from clearmed.core import http as http_client
 from clearmed.core.retries import count_retries
 
 from .fake_openai import ScriptedOpenAI
 from .replay_server import REPLIES, ReplayServer, Reply
-
-context_window_module = importlib.import_module(
-    "clearmed.backbones.context_window"
-)  # the package exports a function by that name
 
 
 def vllm(api_base: str, **table: Any) -> Any:
@@ -143,7 +139,7 @@ def test_llama_cpp_pythons_server_reports_nothing_and_that_is_settled() -> None:
 
 def test_a_server_down_at_the_first_call_is_asked_again_later(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 31 item 9: the window was cached as None for the rest of the run when the first ask failed."""
-    monkeypatch.setattr(context_window_module, "pause", lambda seconds: None)
+    monkeypatch.setattr(http_client, "pause", lambda seconds: None)
     busy = [Reply(503, {"error": {"message": "loading model"}})] * 4
     with ReplayServer({"/v1/models": [*busy, Reply(200, WINDOWS["vllm_models"]["body"])]}) as server:
         lm = build_lm(vllm(server.api_base))
@@ -158,7 +154,7 @@ def test_a_server_down_at_the_first_call_is_asked_again_later(monkeypatch: pytes
 
 def test_a_throttled_window_probe_is_retried_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     waited: list[float] = []
-    monkeypatch.setattr(context_window_module, "pause", waited.append)
+    monkeypatch.setattr(http_client, "pause", waited.append)
     throttled = Reply(429, {"error": {"message": "Rate limit reached"}}, headers={"Retry-After": "1"})
     routes = {"/v1/models": [throttled, Reply(200, WINDOWS["vllm_models"]["body"])]}
     with ReplayServer(routes) as server, count_retries() as retries:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -20,6 +19,7 @@ from clearmed.backbones.config import AnyBackbone, parse_backbone
 from clearmed.backbones.embedded import LlamaCppEngine
 from clearmed.backbones.errors import ConfigError
 from clearmed.backbones.factory import build_lm, lm_label
+from clearmed.core.endpoints import mark_reached
 from clearmed.programs.lm.context import supports_concurrency
 from clearmed.testing import QuietHTTPServer
 
@@ -133,11 +133,12 @@ def test_openai_compatible_named_variable_must_exist(monkeypatch: pytest.MonkeyP
     )
 
 
-def test_unreachable_server_is_a_transport_error() -> None:
-    with socket.socket() as probe:  # a port that was free a moment ago: connection refused
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    lm = build_lm(vllm_config(f"http://127.0.0.1:{port}/v1"))
+def test_a_server_refusing_after_it_answered_is_a_transport_error(closed_port: int) -> None:
+    """A refused connection once the endpoint has answered is a server restarting: transient (test_client.py has the
+    refusal before any answer, which stops the run)."""
+    base = f"http://127.0.0.1:{closed_port}/v1"
+    mark_reached(base)
+    lm = build_lm(vllm_config(base, num_retries=0))
     with pytest.raises(dspy.LMTransportError):
         lm("hi")
 

@@ -17,8 +17,8 @@ from dspy.utils.exceptions import LMRateLimitError
 
 from clearmed.backbones.config import HostedBackbone
 from clearmed.backbones.factory import build_lm
-from clearmed.backbones.retry_wait import MAX_RETRY_WAIT_S, lm_retry_delay, server_hint_s
-from clearmed.core.retries import JITTER_S, backoff_delay, count_retries, note_retry, retry_hint_s
+from clearmed.backbones.retry_wait import MAX_RETRY_WAIT_S, server_hint_s
+from clearmed.core.retries import JITTER_S, backoff_delay, count_retries, note_retry, retry_hint_s, retrying
 
 
 def test_backoff_without_a_hint_doubles_with_jitter_and_is_capped() -> None:
@@ -91,16 +91,41 @@ def test_the_hint_from_an_sdk_error_the_litellm_engine_wrapped() -> None:
     assert server_hint_s(error) == 3.0
 
 
-def test_an_lm_retry_wait_is_counted_in_every_open_scope() -> None:
+def test_a_retry_of_the_tenacity_policy_waits_the_hint_and_is_counted_in_every_open_scope() -> None:
+    waited: list[float] = []
+    errors = iter([LMRateLimitError("slow down", retry_after=2.0), LMRateLimitError("slow down")])
+
+    def attempt() -> str:
+        error = next(errors, None)
+        if error is not None:
+            raise error
+        return "done"
+
     with count_retries() as outer:
+        policy = retrying("lm", 3, transient=lambda exc: True, hint=server_hint_s, sleep=waited.append)
         with count_retries() as inner:
-            wait = lm_retry_delay(LMRateLimitError("slow down", retry_after=2.0), 0)
-        lm_retry_delay(LMRateLimitError("slow down"), 1)
-    assert 2.0 <= wait <= 2.0 + JITTER_S
-    assert inner.by_service == {"lm": 1}
-    assert outer.by_service == {"lm": 2}
-    assert outer.waited_s >= inner.waited_s == pytest.approx(wait)
+            assert policy(attempt) == "done"
+    assert 2.0 <= waited[0] <= 2.0 + JITTER_S  # the server's Retry-After, jittered
+    assert 0.5 <= waited[1] <= 2.0  # no hint: the second backoff step, 1-2 s
+    assert inner.by_service == outer.by_service == {"lm": 2}
+    assert outer.waited_s == pytest.approx(sum(waited))
     note_retry("lm", 1.0)  # outside any scope: nothing to count, nothing raised
+
+
+def test_the_policy_raises_a_failure_it_does_not_retry_at_once_and_the_last_one_as_it_came() -> None:
+    calls: list[int] = []
+
+    def refused() -> None:
+        calls.append(1)
+        raise PermissionError("no")
+
+    with pytest.raises(PermissionError):
+        retrying("lm", 3, transient=lambda exc: isinstance(exc, TimeoutError), sleep=lambda s: None)(refused)
+    assert len(calls) == 1
+    with count_retries() as tally, pytest.raises(PermissionError):
+        retrying("lm", 2, transient=lambda exc: True, sleep=lambda s: None)(refused)
+    assert len(calls) == 4  # 1 + 2 retries
+    assert tally.total == 2  # the wait tenacity computes after the last attempt is never slept, nor counted
 
 
 def test_scopes_are_per_thread_and_per_task() -> None:
@@ -149,9 +174,10 @@ def test_a_scope_is_shared_with_threads_started_under_its_context() -> None:
     assert tally.waited_s == pytest.approx(10.0)
 
 
-def test_building_an_lm_installs_the_policy_in_dspy() -> None:
-    build_lm(HostedBackbone(kind="hosted", model="ollama_chat/llama3"))
-    assert execution._delay is lm_retry_delay
-    with count_retries() as tally:
-        assert execution._delay(LMRateLimitError("slow", retry_after=3600.0), 0) == MAX_RETRY_WAIT_S
-    assert tally.total == 1
+def test_dspy_never_retries_a_built_lm_itself_and_its_wait_is_left_as_shipped() -> None:
+    """Before: building an LM replaced DSPy's private `execution._delay`, which no built LM ever reached."""
+    shipped = execution._delay
+    lm = build_lm(HostedBackbone(kind="hosted", model="ollama_chat/llama3", num_retries=4))
+    assert execution._delay is shipped
+    assert execution._delay.__module__ == "dspy.clients.execution"
+    assert (lm.num_retries, lm.max_retries) == (0, 4)  # DSPy makes one attempt; clearmed retries four times

@@ -21,8 +21,9 @@ from clearmed.backbones.logprobs import (
     OpenAICompatibleScorer,
     ScoringError,
     probe_capabilities,
-    scorer_for,
+    token_scorer,
 )
+from clearmed.core.endpoints import mark_reached
 from clearmed.core.errors import FatalServiceError
 from clearmed.testing import JsonHandler, QuietHTTPServer
 
@@ -309,19 +310,32 @@ def test_openai_compatible_scorer_errors_are_one_line_without_the_key(vllm: Fake
         OpenAICompatibleScorer(vllm.api_base, "m", "sk-wrong").score_next_token([], "x", ["A"])
     assert "sk-wrong" not in str(raised.value)
     assert "\n" not in str(raised.value)
-    scorer = OpenAICompatibleScorer("http://127.0.0.1:9/v1", "m", KEY, timeout=2, num_retries=0)
+
+
+def test_a_refused_scoring_endpoint_stops_the_run_until_it_has_answered_once(closed_port: int) -> None:
+    """Before: a mistyped address was a transient ScoringError on every question (each then generated, and degraded)."""
+    base = f"http://127.0.0.1:{closed_port}/v1"
+    scorer = OpenAICompatibleScorer(base, "m", KEY, timeout=2, num_retries=0, service="main backbone openai/m")
+    with pytest.raises(FatalServiceError) as stopped:
+        scorer.score_next_token([], "x", ["A"])
+    assert str(stopped.value).startswith("main backbone openai/m: unreachable: ")
+    assert f"http://127.0.0.1:{closed_port} refused the connection" in str(stopped.value)
+    mark_reached(base)  # it answered once: a refusal now is a server restarting, retried and then transient
     with pytest.raises(ScoringError, match="request failed") as failed:
         scorer.score_next_token([], "x", ["A"])
     assert failed.value.transient
 
 
-def test_scorer_for_picks_the_backend() -> None:
+def test_token_scorer_picks_the_backend() -> None:
     engine = engine_with(shared_with(np.zeros(200), []))
     local = dspy.LM("local/m", engine=engine)
-    assert scorer_for(local) is engine
+    traced = token_scorer(local)
+    assert traced is not None
+    assert traced.scorer is engine
+    assert traced.lm is local
     served = dspy.LM("openai/Qwen/Qwen3.5-9B", api_base="http://127.0.0.1:8000/v1", api_key="none")
-    assert isinstance(scorer_for(served), OpenAICompatibleScorer)
-    assert scorer_for(dspy.LM("openai/o3-mini", api_key="sk-x")) is None
+    assert isinstance(getattr(token_scorer(served), "scorer", None), OpenAICompatibleScorer)
+    assert token_scorer(dspy.LM("openai/o3-mini", api_key="sk-x")) is None
 
 
 def test_scores_distribution_and_mass() -> None:

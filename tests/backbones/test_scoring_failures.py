@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from clearmed.backbones import logprobs as scoring
 from clearmed.backbones.logprobs import OpenAICompatibleScorer, ScoringError
+from clearmed.core import http as http_client
 from clearmed.core.errors import FatalServiceError
 from clearmed.core.retries import count_retries
 
@@ -35,7 +35,7 @@ BUSY = Reply(503, {"error": {"message": "The engine is currently overloaded", "t
 @pytest.fixture(autouse=True)
 def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     asked: list[float] = []
-    monkeypatch.setattr(scoring, "pause", asked.append)
+    monkeypatch.setattr(http_client, "pause", asked.append)
     return asked
 
 

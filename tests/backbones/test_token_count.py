@@ -3,6 +3,8 @@ llama-cpp-python's ``/extras/tokenize/count``; a server with neither is remember
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from clearmed.backbones.config import parse_backbone
@@ -52,3 +54,36 @@ def test_the_lm_counts_with_its_server() -> None:
         assert build_lm(parse_backbone(table)).count_tokens("What causes Koplik spots?") == 7
     hosted = build_lm(parse_backbone({"kind": "hosted", "model": "ollama_chat/llama3"}))
     assert hosted.count_tokens("text") is None  # no server tokenizer to ask: the estimate
+
+
+def hosted(model: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("PROVIDER_KEY", "sk-test-0123456789")
+    return parse_backbone({"kind": "hosted", "model": model, "api_key_env": "PROVIDER_KEY"})
+
+
+# OpenAI's cookbook, "How to count tokens with tiktoken": num_tokens_from_string("tiktoken is great!", ...) == 6.
+COOKBOOK_TEXT = "tiktoken is great!"
+COOKBOOK_TOKENS = 6
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "openai/o3-mini", "openai/gpt-3.5-turbo"])
+def test_a_hosted_openai_model_counts_with_its_own_tiktoken_encoding(
+    model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: every hosted model was estimated at 3.2 characters a token (6 here by chance, 13 for a longer text)."""
+    import tiktoken
+
+    lm = build_lm(hosted(model, monkeypatch))
+    assert lm.count_tokens(COOKBOOK_TEXT) == COOKBOOK_TOKENS
+    clinical = "Koplik spots, 3 days of fever (39.4 °C) and a maculopapular rash: rubeola IgM?"
+    exact = len(tiktoken.encoding_for_model(model.removeprefix("openai/")).encode(clinical))
+    assert lm.count_tokens(clinical) == exact
+    assert exact != int(len(clinical) / 3.2) + 1  # what the estimate would have said
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-3-5-sonnet-20240620", "openai/not-a-model-tiktoken-knows"])
+def test_a_hosted_model_whose_tokenizer_is_not_known_here_keeps_the_estimate(
+    model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = build_lm(hosted(model, monkeypatch))
+    assert lm.count_tokens(COOKBOOK_TEXT) is None

@@ -1,4 +1,5 @@
-"""`clearmed export RUN --format csv|parquet`: the table `results_frame` returns, as a file."""
+"""`clearmed export RUN --format csv|parquet|jsonl`: the table `results_frame` returns (or `runs_frame`'s, with
+`--table runs`), as a file."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from clearmed import results_frame
 from clearmed.cli.main import main
+from clearmed.evaluation.results_table import COLUMNS, ResultRow, RunRow, result_rows
 from clearmed.testing.synthetic_run import write_synthetic_run
 
 
@@ -54,9 +56,28 @@ def test_parquet_without_pyarrow_is_refused_in_one_line(
 def test_a_folder_that_is_no_run_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", str(tmp_path)]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"clearmed: error: {tmp_path}: no manifest.json (is it a run folder?)"
+        f"clearmed: error: {tmp_path}: no manifest.json in it or below it (is it a run folder, or a suite's?)"
     ]
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_jsonl_round_trips_row_for_row(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rows.jsonl"
+    assert main(["export", str(run_dir), "--format", "jsonl", "--out", str(out)]) == 0
+    assert f"12 questions written to {out}" in capsys.readouterr().err
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert [ResultRow.model_validate_json(line) for line in lines] == result_rows(run_dir)
+    read = pd.read_json(out, lines=True, dtype=False)
+    assert list(read.columns) == list(COLUMNS)
+    assert read.question_id.tolist() == results_frame(run_dir).question_id.tolist()
+
+
+def test_one_row_per_run_with_table_runs(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(run_dir), "--table", "runs", "--format", "jsonl"]) == 0
+    assert f"1 runs written to {run_dir / 'runs.jsonl'}" in capsys.readouterr().err
+    (line,) = (run_dir / "runs.jsonl").read_text(encoding="utf-8").splitlines()
+    row = RunRow.model_validate_json(line)
+    assert (row.run, row.model, row.n, row.planned) == (str(run_dir), "scripted", 12, 12)
 
 
 def test_an_unknown_format_is_refused_by_the_parser(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

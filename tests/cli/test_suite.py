@@ -230,5 +230,7 @@ def test_the_readme_suite_example_prints_the_array_it_says(tmp_path: Path, capsy
     path.write_text(example, encoding="utf-8")
     assert main(["suite", str(path), "--shards", "8", "--print-commands", "eval"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 192  # as the README's comment says
-    assert len({shlex.split(line)[shlex.split(line).index("--run-dir") + 1] for line in lines}) == 192
+    assert len(lines) == 384  # as the README's comment says
+    folders = {shlex.split(line)[shlex.split(line).index("--run-dir") + 1] for line in lines}
+    assert len(folders) == 384
+    assert sum("-n500-s0-program.local_k=8-shard" in folder for folder in folders) == 2 * 2 * 3 * 8  # the sweep's set

@@ -344,7 +344,7 @@ def test_failed_unparsed_and_free_text_questions_have_pages(tmp_path: Path) -> N
 
 
 def test_only_web_addresses_become_links_and_long_text_is_folded() -> None:
-    from clearmed.report.html_views import fold, safe_href
+    from clearmed.report.html_views import fold_text, safe_href
 
     assert safe_href("https://www.nih.gov/a?b=1") == "https://www.nih.gov/a?b=1"
     for bad in (
@@ -355,10 +355,10 @@ def test_only_web_addresses_become_links_and_long_text_is_folded() -> None:
         'https://a" onmouseover="x',
     ):
         assert safe_href(bad) is None, bad
-    head, tail = fold("word " * 400)
+    head, tail = fold_text("word " * 400)
     assert head + tail == ("word " * 400)
     assert 300 < len(head) <= 600
-    assert fold("short\n\n\n\ntext") == ("short\n\ntext", "")
+    assert fold_text("short\n\n\n\ntext") == ("short\n\ntext", "")
 
 
 def test_a_missing_chromium_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

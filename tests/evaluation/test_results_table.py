@@ -1,17 +1,22 @@
-"""`results_frame`: one row per question of a run folder, with the figures the summary counts."""
+"""`results_frame`: one row per question of a run folder, with the figures the summary counts; `runs_frame`: one row
+per run. Every row names its run (folder, models, config, seed, shard), and both take a suite's folder."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from clearmed import results_frame
+from clearmed import results_frame, runs_frame
+from clearmed.backbones.config import BACKBONE_ROLES
 from clearmed.evaluation import RunStore, RunStoreError, read_records, summarize
-from clearmed.evaluation.results_table import COLUMNS
-from clearmed.evaluation.store import RESULTS
+from clearmed.evaluation.results_table import COLUMNS, ROLE_COLUMNS, RUN_COLUMNS, RunLabel
+from clearmed.evaluation.store import MANIFEST, RESULTS, load_manifest
 from clearmed.signatures.records import Answer, Question
-from clearmed.testing.synthetic_run import write_synthetic_run
+from clearmed.testing.synthetic_run import write_synthetic_run, write_synthetic_suite
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +87,162 @@ def test_a_degraded_answer_counts_wrong_and_names_its_stages(synthetic: Path, tm
     assert frame.loc[1, ["answer_mode", "answer", "gold"]].tolist() == ["free_text", "low vitamin C", "vitamin C"]
 
 
-def test_a_folder_that_is_no_run_is_refused_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(RunStoreError, match=r"no manifest\.json \(is it a run folder\?\)"):
+def test_a_folder_with_no_run_in_or_below_it_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "plots").mkdir()
+    with pytest.raises(
+        RunStoreError, match=r"no manifest\.json in it or below it \(is it a run folder, or a suite's\?\)"
+    ):
         results_frame(tmp_path)
+    with pytest.raises(RunStoreError, match=r"/absent: no such folder$"):
+        runs_frame(tmp_path / "absent")
+    with pytest.raises(RunStoreError, match=r"give at least one run folder"):
+        runs_frame([])
+
+
+def test_a_run_given_twice_is_refused_rather_than_counted_twice(synthetic: Path) -> None:
+    with pytest.raises(RunStoreError, match=r"run folder given twice: "):
+        results_frame([synthetic, str(synthetic)])
+    with pytest.raises(RunStoreError, match=r"run folder given twice: "):
+        runs_frame([synthetic.parent, synthetic])  # the folder holding it finds it again
+
+
+# ------------------------------------------------------------------------------------------------ rows that name the run
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    """A suite's folder: model-a's run in two shards and their merge, model-b's run (another seed) in one process."""
+    out = tmp_path_factory.mktemp("suite")
+    return out, write_synthetic_suite(out, n=8)
+
+
+def _accuracy(run_dir: Path) -> float:
+    summary = summarize(sorted(read_records(run_dir), key=lambda r: r.index), load_manifest(run_dir / MANIFEST))
+    assert summary.accuracy is not None
+    assert summary.accuracy.accuracy is not None
+    return summary.accuracy.accuracy
+
+
+def test_two_models_concatenated_and_grouped_by_model_give_each_models_accuracy(
+    suite: tuple[Path, dict[str, Path]],
+) -> None:
+    _, runs = suite
+    frame = pd.concat([results_frame(runs["model-a"]), results_frame(str(runs["model-b"]))], ignore_index=True)
+    by_model = frame.groupby("model").correct.mean().to_dict()
+    expected = {"model-a": _accuracy(runs["model-a"]), "model-b": _accuracy(runs["model-b"])}
+    assert by_model == pytest.approx(expected)
+    assert expected["model-a"] != expected["model-b"]  # grouped by program alone, the two runs would be one number
+    assert frame.groupby("program").ngroups == 1
+    pd.testing.assert_frame_equal(results_frame([runs["model-a"], runs["model-b"]]), frame)
+
+
+def test_every_row_names_its_run_folder_models_config_seed_and_shard(suite: tuple[Path, dict[str, Path]]) -> None:
+    _, runs = suite
+    shard = runs["model-a"].with_name(runs["model-a"].name + "-shard2of2")
+    frame = results_frame([runs["model-a"], shard])
+    assert list(frame.columns[:15]) == [
+        "run",
+        "program",
+        "benchmark",
+        "model",
+        "assessor_model",
+        "judge_model",
+        "teacher_model",
+        "prompt_model",
+        "config",
+        "config_digest",
+        "revision",
+        "seed",
+        "shard",
+        "recorded_pathways",
+        "artifact",
+    ]
+    merged = frame[frame.run == str(runs["model-a"])]
+    assert len(merged) == 8
+    assert len(frame) == 12
+    manifest = load_manifest(runs["model-a"] / MANIFEST)
+    label = merged.iloc[0]
+    assert (label.program, label.benchmark, label.config, label.seed) == ("clear", "synthetic", "synthetic", 0)
+    assert label.config_digest == manifest.config_digest
+    # No [backbones.assessor]: the main model assesses; no judge, teacher or prompt model table: none.
+    assert (label.model, label.assessor_model) == ("model-a", "model-a")
+    assert [label.judge_model, label.teacher_model, label.prompt_model, label.revision] == [None] * 4
+    assert merged.shard.isna().all()  # the merge is the whole run
+    assert set(frame[frame.run == str(shard)].shard) == {"2/2"}
+
+
+def test_the_models_are_the_config_snapshots_each_role(synthetic: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(synthetic, run_dir)
+    snapshot = json.loads((run_dir / "config.json").read_text())
+    main = snapshot["backbones"]["main"]
+    snapshot["backbones"] |= {"assessor": {**main, "model": "small"}, "judge": {**main, "model": "grader"}}
+    (run_dir / "config.json").write_text(json.dumps(snapshot))
+    row = results_frame(run_dir).iloc[0]
+    assert (row.model, row.assessor_model, row.judge_model, row.teacher_model) == ("scripted", "small", "grader", None)
+    (run_dir / "config.json").unlink()  # a folder without its snapshot: the models are unknown, not guessed
+    row = results_frame(run_dir).iloc[0]
+    assert (row.model, row.assessor_model, row.config) == (None, None, "synthetic")
+
+
+def test_a_run_that_adjudicated_recorded_pathways_names_them(synthetic: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(synthetic, run_dir)
+    manifest = json.loads((run_dir / MANIFEST).read_text())
+    recorded = {"parametric": "mirage/medqa/cot/OpenAI/gpt-4-32k", "local": "mirage/medqa/rag_32/gpt-4-32k"}
+    (run_dir / MANIFEST).write_text(json.dumps(manifest | {"recorded_pathways": recorded, "artifact": "compiled/x"}))
+    row = runs_frame(run_dir).iloc[0]
+    # The answers are gpt-4's though the config's model is another: the label says so.
+    assert row.recorded_pathways == "local=mirage/medqa/rag_32/gpt-4-32k; parametric=mirage/medqa/cot/OpenAI/gpt-4-32k"
+    assert row.artifact == "compiled/x"
+    plain = results_frame(synthetic).iloc[0]
+    assert (plain.recorded_pathways, plain.artifact) == (None, None)
+
+
+def test_every_backbone_role_has_a_model_column() -> None:
+    assert set(ROLE_COLUMNS) == set(BACKBONE_ROLES)
+    assert set(ROLE_COLUMNS.values()) <= set(RunLabel.model_fields)
+
+
+# ------------------------------------------------------------------------------------------------ one row per run
+
+
+def test_a_suite_folder_gives_one_row_per_run_without_the_shards_of_a_merged_run(
+    suite: tuple[Path, dict[str, Path]],
+) -> None:
+    out, runs = suite
+    frame = runs_frame(str(out))
+    assert list(frame.columns) == list(RUN_COLUMNS)
+    assert frame.run.tolist() == [str(runs["model-a"]), str(runs["model-b"])]  # not the two shard folders
+    assert frame.model.tolist() == ["model-a", "model-b"]
+    assert frame.seed.tolist() == [0, 1]
+    assert (frame.planned.tolist(), frame.n.tolist(), frame.degraded.tolist()) == ([8, 8], [8, 8], [0, 0])
+    assert frame.accuracy.tolist() == pytest.approx([_accuracy(runs["model-a"]), _accuracy(runs["model-b"])])
+    assert (frame.accuracy_low < frame.accuracy).all()
+    assert (frame.accuracy < frame.accuracy_high).all()
+    questions = results_frame(out)
+    assert len(questions) == 16
+    sums = questions.groupby("run")[["lm_calls", "prompt_tokens", "completion_tokens"]].sum()
+    assert frame.set_index("run")[["lm_calls", "prompt_tokens", "completion_tokens"]].equals(sums)
+
+
+def test_shards_not_yet_merged_are_each_a_run(suite: tuple[Path, dict[str, Path]], tmp_path: Path) -> None:
+    out, runs = suite
+    copy = tmp_path / "suite"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(runs["model-a"].name))  # the merge not made yet
+    frame = runs_frame(copy)
+    assert frame.shard.fillna("whole").tolist() == ["1/2", "2/2", "whole"]
+    assert frame.n.tolist() == [4, 4, 8]
+
+
+def test_a_run_row_counts_a_degraded_right_answer_wrong(synthetic: Path, tmp_path: Path) -> None:
+    records = sorted(read_records(synthetic), key=lambda record: record.index)
+    right = [record for record in records if record.score is not None and record.score.correct][:2]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / MANIFEST).write_text((synthetic / MANIFEST).read_text())
+    degraded = right[0].model_copy(update={"degraded_stages": ["local"]})
+    (run_dir / RESULTS).write_text(degraded.model_dump_json() + "\n" + right[1].model_dump_json() + "\n")
+    row = runs_frame(run_dir).iloc[0]
+    assert (row.planned, row.n, row.scored, row.degraded) == (40, 2, 2, 1)
+    assert (row.accuracy, row.clean_accuracy) == (0.5, 1.0)

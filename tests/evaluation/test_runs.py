@@ -312,7 +312,8 @@ def test_compare_on_common_ids_resummarizes_on_the_shared_questions(tmp_path: Pa
         ("a/clear-n6", "small", 4, 0, 0),
         ("a/clear-n6", "b/clear-n6", 4, 0, 0),
     ]
-    assert "| small | a/clear-n6 | 4 | 2 | 0 | 0 | 2 | 1 |" in paired_markdown(pairs)
+    # No question gained or lost: +0 points with Newcombe's interval, p 1.00 (and Holm's, over the two pairs)
+    assert "| small | a/clear-n6 | 4 | 2 | 0 | 0 | 2 | +0.0 [-35.0, +35.0] | 1.00 | 1.00 |" in paired_markdown(pairs)
     details = details_markdown([r.summary for r in shared], labels=[r.label for r in shared])
     assert "### Pathways: small on toy" in details  # runs of one program are told apart by label
 

@@ -1,5 +1,5 @@
 """Shards of a run: the split (every id in exactly one shard, the same on every call), and a run made as shards and
-merged (`merge_shards`) that is the run one process makes, at the library level on the synthetic CLEAR world."""
+merged (`join_shard_folders`) that is the run one process makes, at the library level on the synthetic CLEAR world."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from rich.console import Console
 from clearmed.core.errors import UsageError
 from clearmed.evaluation import EvalSpec, RunSummary, read_records, run_evaluation
 from clearmed.evaluation.compare import snapshot_prices
-from clearmed.evaluation.merge import ShardMergeError, merge_shards
-from clearmed.evaluation.shard import RunShard, interleave, parse_shard, take_shard
+from clearmed.evaluation.merge import ShardMergeError, join_shard_folders
+from clearmed.evaluation.shard import RunShard, interleave_shards, parse_shard, take_shard
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import load_manifest
 from clearmed.report.run_folder import finish_run_folder
@@ -30,7 +30,7 @@ def test_every_id_goes_to_exactly_one_shard_and_interleave_puts_them_back(total:
         parts = [take_shard(ids, ids, index, count)[0] for index in range(1, count + 1)]
         assert sorted(qid for part in parts for qid in part) == sorted(ids)  # each id once
         assert max(map(len, parts)) - min(map(len, parts)) <= 1  # round robin: balanced
-        assert interleave(parts) == ids
+        assert interleave_shards(parts) == ids
         assert parts == [take_shard(ids, ids, index, count)[0] for index in range(1, count + 1)]  # stable
 
 
@@ -105,7 +105,7 @@ def _answers(folder: Path) -> list[tuple[str, int, str | None, str | None, str |
 
 def _merged(shards: list[Path], out: Path) -> RunSummary:
     """The shards merged into `out`, finished as `clearmed merge` finishes it (at the prices of the shards' config)."""
-    merge_shards(shards, out)
+    join_shard_folders(shards, out)
     return finish_run_folder(out, snapshot_prices(out), Console(file=io.StringIO()))
 
 
@@ -163,5 +163,5 @@ def test_an_unfinished_shard_is_refused_and_nothing_is_written(tmp_path: Path) -
         program, _ = synthetic_program(0)
         run_evaluation(spec, SYNTHETIC_CONFIG, program, show_progress=False, stop_after=3 if index == 1 else 1)
     with pytest.raises(ShardMergeError, match=r"s2: shard 2/2 is not finished \(1 of its 3 questions answered\)"):
-        merge_shards([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+        join_shard_folders([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
     assert not (tmp_path / "merged").exists()

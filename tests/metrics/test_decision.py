@@ -63,5 +63,5 @@ def test_free_text_questions_need_a_judge() -> None:
         answer=Answer.of_text("x"),
         bundle=EvidenceBundle(question=free, candidates=[]),
     )
-    with pytest.raises(ValueError, match="FreeTextJudge or RubricGrader"):
+    with pytest.raises(ValueError, match="FreeTextGrader or RubricGrader"):
         score_decision(free, decision)

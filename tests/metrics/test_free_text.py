@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 from dspy.utils import DummyLM
 
-from clearmed.metrics import FreeTextJudge, accuracy_summary, extract_final_answer
+from clearmed.metrics import FreeTextGrader, accuracy_summary, extract_final_answer
 from clearmed.signatures.records import Answer, Decision, DecisionStatus, EvidenceBundle, Question
 
 VERDICT_KEY = "`[[ ## verdict ## ]]`"
@@ -25,7 +25,7 @@ def _judge_lm(verdict: str, rationale: str = "same disease") -> DummyLM:
 
 def test_verdict_is_parsed_and_only_correct_counts() -> None:
     for verdict, correct in (("correct", True), ("partially_correct", False), ("incorrect", False)):
-        judgement = FreeTextJudge(_judge_lm(verdict)).judge(DIAGNOSIS, "Pretend-itis, acute")
+        judgement = FreeTextGrader(_judge_lm(verdict)).grade(DIAGNOSIS, "Pretend-itis, acute")
         assert judgement.verdict == verdict
         assert judgement.correct is correct
         assert judgement.error is None
@@ -34,7 +34,7 @@ def test_verdict_is_parsed_and_only_correct_counts() -> None:
 
 def test_judge_sees_case_reference_and_the_final_answer_only() -> None:
     lm = _judge_lm("correct")
-    FreeTextJudge(lm).judge(DIAGNOSIS, "### Reasoning: long thoughts\n### Answer: Pretend-itis")
+    FreeTextGrader(lm).grade(DIAGNOSIS, "### Reasoning: long thoughts\n### Answer: Pretend-itis")
     prompt = lm.history[-1]["messages"][-1]["content"]
     assert "FAKE case summary." in prompt
     assert "Pretend-itis" in prompt
@@ -42,7 +42,7 @@ def test_judge_sees_case_reference_and_the_final_answer_only() -> None:
 
 
 def test_unparsable_verdict_is_recorded_not_raised() -> None:
-    judgement = FreeTextJudge(_judge_lm("Right")).judge(DIAGNOSIS, "Pretend-itis")
+    judgement = FreeTextGrader(_judge_lm("Right")).grade(DIAGNOSIS, "Pretend-itis")
     assert judgement.verdict is None
     assert not judgement.correct
     assert judgement.error is not None
@@ -61,7 +61,7 @@ class _BrokenEngine:
 
 def test_lm_error_is_recorded() -> None:
     broken = dspy.LM("openai/fake-judge", engine=_BrokenEngine(), cache=False, num_retries=0)
-    judgement = FreeTextJudge(broken).judge(DIAGNOSIS, "Pretend-itis")
+    judgement = FreeTextGrader(broken).grade(DIAGNOSIS, "Pretend-itis")
     assert judgement.verdict is None
     assert "judge endpoint down" in (judgement.error or "")
 
@@ -70,7 +70,7 @@ def test_the_judge_uses_its_own_lm_not_the_global_one() -> None:
     judge_lm = _judge_lm("correct")
     main_lm = DummyLM({VERDICT_KEY: {"verdict": "incorrect", "rationale": "main model"}})
     with dspy.context(lm=main_lm):
-        judgement = FreeTextJudge(judge_lm).judge(DIAGNOSIS, Answer.of_text("Pretend-itis"))
+        judgement = FreeTextGrader(judge_lm).grade(DIAGNOSIS, Answer.of_text("Pretend-itis"))
     assert judgement.verdict == "correct"
     assert len(judge_lm.history) == 1
     assert len(main_lm.history) == 0
@@ -78,14 +78,14 @@ def test_the_judge_uses_its_own_lm_not_the_global_one() -> None:
 
 def test_task_from_metadata_picks_the_treatment_prompt() -> None:
     lm = _judge_lm("correct")
-    judgement = FreeTextJudge(lm).judge(TREATMENT, "antibiotics")
+    judgement = FreeTextGrader(lm).grade(TREATMENT, "antibiotics")
     assert judgement.task == "treatment"
     assert "reference treatment of a published case" in lm.history[-1]["messages"][0]["content"]
 
 
 def test_no_answer_is_incorrect_without_a_judge_call() -> None:
     lm = _judge_lm("correct")
-    judgement = FreeTextJudge(lm).judge(DIAGNOSIS, None)
+    judgement = FreeTextGrader(lm).grade(DIAGNOSIS, None)
     assert judgement.verdict == "incorrect"
     assert lm.history == []
 
@@ -97,7 +97,7 @@ def _decision(status: DecisionStatus, answer: Answer | None, question: Question 
 
 
 def test_score_decision_feeds_the_accuracy_summary() -> None:
-    judge = FreeTextJudge(_judge_lm("partially_correct"))
+    judge = FreeTextGrader(_judge_lm("partially_correct"))
     answered = judge.score_decision(DIAGNOSIS, _decision("answered", Answer.of_text("Pretend-osis")))
     assert answered.verdict == "partially_correct"
     assert not answered.correct
@@ -117,7 +117,7 @@ def test_extract_final_answer() -> None:
 
 def test_score_decision_judges_the_generated_response_when_there_is_one() -> None:
     lm = _judge_lm("correct")
-    judge = FreeTextJudge(lm)
+    judge = FreeTextGrader(lm)
     decision = _decision("answered", Answer.of_text("Pretend-osis")).model_copy(
         update={"response": "### Reasoning: the findings fit\n### Answer: Pretend-itis"}
     )

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import dspy
+import pytest
 
+from clearmed.core.errors import FatalServiceError
 from clearmed.programs.lm.stage import Shared
 from clearmed.testing import QUESTION, build_toy_program, label_all, pathway_replies, verifier_reply
 
@@ -38,4 +40,34 @@ def test_a_whole_program_saves_and_loads_without_its_backends(tmp_path: Path) ->
     assert [name for name, _ in loaded.named_predictors()] == [name for name, _ in program.named_predictors()]
     backends = [value for value in vars(loaded.local).values() if isinstance(value, Shared)]
     assert backends
-    assert all(shared.value is None for shared in backends)  # an index or search client belongs to a run
+    assert all(shared.detached for shared in backends)  # an index or search client belongs to a run
+
+
+def test_a_pickled_program_reloaded_without_its_backends_says_so_instead_of_answering(tmp_path: Path) -> None:
+    """Issue 50, item 11: before, the loaded program answered `answered` with its local and dynamic pathways failing
+    as if no corpus or search were configured."""
+    program, _, _ = build_toy_program(SCRIPT)
+    program.save(str(tmp_path / "program"), save_program=True)
+    loaded = dspy.load(str(tmp_path / "program"), allow_pickle=True)
+    with pytest.raises(FatalServiceError) as raised:
+        loaded(question=QUESTION)
+    assert str(raised.value).startswith(
+        "local corpus: unusable: this program was loaded from a pickle, which keeps no index or search client"
+    )
+    assert "\n" not in str(raised.value)
+    # wired to backends again, it answers as the program it was saved from
+    loaded.local.retriever.value = program.local.retriever.value
+    for module in (loaded.dynamic, loaded.followup):
+        module.search.value = program.dynamic.search.value
+    assert loaded(question=QUESTION).decision.status == program(question=QUESTION).decision.status == "answered"
+
+
+def test_a_program_saved_without_backends_loads_as_it_was_saved(tmp_path: Path) -> None:
+    """A program built with no corpus or search keeps that meaning when reloaded: no backend, nothing detached."""
+    program, _, _ = build_toy_program(SCRIPT)
+    program.local.retriever.value = None
+    program.save(str(tmp_path / "program"), save_program=True)
+    loaded = dspy.load(str(tmp_path / "program"), allow_pickle=True)
+    assert not loaded.local.retriever.detached
+    assert loaded.local.retriever.value is None
+    assert loaded.dynamic.search.detached

@@ -20,6 +20,7 @@ from clearmed import assemble
 from clearmed.backbones.config import OpenAICompatibleBackbone
 from clearmed.backbones.factory import build_lm
 from clearmed.cli.main import main
+from clearmed.core.endpoints import mark_reached
 from clearmed.core.errors import FatalServiceError
 from clearmed.programs.clear import CLEAR
 from clearmed.retrieval.base import EvidenceError
@@ -235,10 +236,24 @@ def http_program(url: str, **fields: Any) -> CLEAR:
     )
 
 
-def test_connection_refused_gives_a_failed_decision_fast(reliability, closed_port: int) -> None:
-    with reliability.case(CATEGORY, "LM server refuses connections"):
+def test_connection_refused_before_any_reply_stops_fast_with_one_line(reliability, closed_port: int) -> None:
+    """Issue 50 item 2: a refused connection before the endpoint ever answered is a wrong address or a server not
+    started, for every question alike: the run stops, instead of a failed decision per question."""
+    with reliability.case(CATEGORY, "LM server refuses connections before any reply: the run stops, one line"):
         started = time.perf_counter()
-        decision = decide(http_program(f"http://127.0.0.1:{closed_port}", num_retries=0))
+        with pytest.raises(FatalServiceError) as stopped:
+            decide(http_program(f"http://127.0.0.1:{closed_port}", num_retries=3))
+        assert time.perf_counter() - started < 10
+        assert f"http://127.0.0.1:{closed_port} refused the connection" in str(stopped.value)
+        assert "\n" not in str(stopped.value)
+
+
+def test_connection_refused_after_a_reply_gives_a_failed_decision_fast(reliability, closed_port: int) -> None:
+    with reliability.case(CATEGORY, "LM server refuses connections after it answered (restarting)"):
+        url = f"http://127.0.0.1:{closed_port}"
+        mark_reached(url)
+        started = time.perf_counter()
+        decision = decide(http_program(url, num_retries=0))
         assert time.perf_counter() - started < 10
         assert decision.status == "failed"
         assert decision.error is not None
@@ -404,9 +419,21 @@ def test_a_revoked_tavily_key_stops_a_run_which_resumes_once_it_is_mended(
 
 
 def test_web_search_connection_refused(reliability, closed_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    with reliability.case(CATEGORY, "web search: connection refused"):
+    with reliability.case(CATEGORY, "web search: connection refused before any reply: the run stops, one line"):
         monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
         monkeypatch.setattr("clearmed.retrieval.tavily._sleep", lambda seconds: None)
+        program, _ = tavily_program(f"http://127.0.0.1:{closed_port}")
+        with pytest.raises(FatalServiceError, match=r"^Tavily: unreachable: .*refused the connection"):
+            decide(program)
+
+
+def test_web_search_connection_refused_after_a_reply(
+    reliability, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with reliability.case(CATEGORY, "web search: connection refused after Tavily answered (a blip)"):
+        monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
+        monkeypatch.setattr("clearmed.retrieval.tavily._sleep", lambda seconds: None)
+        mark_reached(f"http://127.0.0.1:{closed_port}")
         program, _ = tavily_program(f"http://127.0.0.1:{closed_port}")
         decision = decide(program)
         assert decision.status == "answered"

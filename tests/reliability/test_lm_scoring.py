@@ -31,7 +31,7 @@ class FailingScorer:
 
 
 def scored(monkeypatch: pytest.MonkeyPatch, error: Exception) -> RunContext:
-    monkeypatch.setattr(option_scoring, "scorer_for", lambda lm: FailingScorer(error))
+    monkeypatch.setattr(option_scoring, "token_scorer", lambda lm: FailingScorer(error))
     context = RunContext(settings=ProgramSettings(mcq_decoding="score"), role_lms={"main": dspy.utils.DummyLM([])})
     with activate(context):
         result = option_scoring.run_scored_stage(
