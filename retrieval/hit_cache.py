@@ -29,15 +29,13 @@ import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError, Retriever, SearchFailure
-from clearmed.retrieval.cache import CacheFile, DamagedCacheEntryWarning
+from clearmed.retrieval.cache import CacheFile, CacheMode, DamagedCacheEntryWarning
 from clearmed.signatures.records import Passage
 
-HitCacheMode = Literal["record", "replay"]
 LABEL = "hit cache"
 WARM_HINT = 'warm it with `clearmed index warm --benchmark NAME -c CONFIG` (or set corpus.hit_cache_mode = "record")'
 _QUERY_SHOWN = 80  # characters of a query a message quotes
@@ -102,7 +100,7 @@ class CachedRetriever:
         self,
         inner: Retriever | None,
         path: Path | str,
-        mode: HitCacheMode,
+        mode: CacheMode,  # "off" builds no cache (retrieval.factory), so it is refused here
         *,
         settings: Mapping[str, object],
         version: str | None,
@@ -114,7 +112,7 @@ class CachedRetriever:
             raise ValueError("recording hits needs the live retriever and its index version")
         self.inner = inner if mode == "record" else None  # replay never searches
         self.path = Path(path)
-        self.mode: HitCacheMode = mode
+        self.mode: CacheMode = mode
         self.settings = json.dumps(dict(settings), sort_keys=True, ensure_ascii=False, default=str)
         self.scope = hashlib.sha256(self.settings.encode("utf-8")).hexdigest()
         self.hits = 0
