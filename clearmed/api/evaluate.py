@@ -192,6 +192,7 @@ class _Run:
     def execute(self, stop_after: int | None) -> None:
         """Run the questions left (the first `stop_after` of them, if given) into the folder; a budget reached
         summarizes the folder, as a stopped run is left, and raises `BudgetReached`."""
+        from clearmed.core.endpoints import forget_reached
         from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
         from clearmed.evaluation import run_evaluation
         from clearmed.evaluation.runner import BudgetReached
@@ -199,6 +200,9 @@ class _Run:
 
         module = _built(self.request.program, self.config, self.artifact, self.recorded)
         reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
+        # Each run meets its endpoints anew: a suite's next cell against a server that died since the last one stops
+        # in one line, as a run of its own would, instead of degrading every question.
+        forget_reached()
         try:
             # Ctrl-C lets the questions in flight finish (and raises KeyboardInterrupt), a second one cuts their
             # retries and attempts short.

@@ -7,7 +7,8 @@ so the clients raise `unreachable_error`'s `FatalServiceError` and the run stops
 transient failure, retried and recorded like a timeout.
 
 An endpoint counts as reached once any HTTP reply came from it (an error status included: something answered). The
-record is per process, so a long-lived process that reached a server keeps treating its refusals as transient.
+record is per process and each run starts it afresh (`clearmed.api.evaluate`), so a suite's next cell against a
+server that went away since stops as a run of its own would.
 """
 
 from __future__ import annotations
