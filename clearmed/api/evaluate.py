@@ -198,7 +198,7 @@ class _Run:
         from clearmed.evaluation.runner import BudgetReached
         from clearmed.evaluation.scoring import grader_for
 
-        module = _built(self.request.program, self.config, self.artifact, self.recorded)
+        module = program_with_artifact(self.request.program, self.config, self.artifact, self.recorded)
         reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
         # Each run meets its endpoints anew: a suite's next cell against a server that died since the last one stops
         # in one line, as a run of its own would, instead of degrading every question.
@@ -380,11 +380,15 @@ def _program_name(program: object) -> str:
     return label if isinstance(label, str) and label else type(program).__name__.lower()
 
 
-def _built(
-    program: object, config: ClearmedConfig, artifact: ProgramArtifact | None, recorded: Sequence[RecordedPathway]
+def program_with_artifact(
+    program: object,
+    config: ClearmedConfig,
+    artifact: ProgramArtifact | None,
+    recorded: Sequence[RecordedPathway] = (),
 ) -> dspy.Module:
     """The module to run: the program built by name with its recorded pathways, or the module given; with the
-    artifact's prompts and thresholds loaded (what did not transfer is said on stderr)."""
+    artifact's prompts and thresholds loaded (what did not transfer is said on stderr). `clearmed ask` builds its
+    program here too, so one question and a run load an artifact alike."""
     if isinstance(program, str):
         from clearmed.assemble import build_program
 

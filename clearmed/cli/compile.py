@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 from rich.console import Console
 
-from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.cli.main import add_config_arguments, config_from_args
 from clearmed.core.console import LogLines, user_console
 from clearmed.core.errors import UsageError
 from clearmed.evaluation.progress import CountLines, wants_lines

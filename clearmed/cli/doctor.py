@@ -34,7 +34,7 @@ from clearmed.backbones.llama_runtime import llama_cpp_available
 from clearmed.backbones.logprobs import EndpointCapabilities, probe_capabilities
 from clearmed.backbones.model_files import ModelFileError, file_sha256, resolve_model_path
 from clearmed.backbones.selfcheck import EngineProbe, probe_engine
-from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.cli.main import add_config_arguments, config_from_args
 from clearmed.core.http import NoReply, request
 from clearmed.retrieval.config import CorpusConfig
 

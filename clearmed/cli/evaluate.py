@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from clearmed.api.evaluate import default_run_dir
 from clearmed.api.questions import load_questions as _load_questions
 from clearmed.api.questions import shared_source
-from clearmed.cli.program_setup import add_artifact_argument, add_config_arguments
+from clearmed.cli.main import add_artifact_argument, add_config_arguments
 from clearmed.core.console import user_console
 from clearmed.core.exit_codes import EXIT_CODES_HELP
 

@@ -42,7 +42,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.cli.main import add_config_arguments, config_from_args
 from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 from clearmed.evaluation.progress import CountLines, wants_lines

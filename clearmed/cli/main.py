@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from clearmed.cli.program_setup import add_artifact_argument, add_config_arguments
 from clearmed.core.console import user_console
 from clearmed.core.errors import FatalServiceError, UsageError
 from clearmed.core.exit_codes import EXIT_CODES_HELP, ExitCode
 from clearmed.core.version import __version__
 
 if TYPE_CHECKING:
+    from clearmed.config import ClearmedConfig
     from clearmed.signatures.records import AnswerMode, Question
 
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -28,6 +28,31 @@ else:
 
 Handler = Callable[[argparse.Namespace], int]
 _OPTION = re.compile(r"^\s*([A-Za-z])\s*[:=.)]\s*(.+)$", re.DOTALL)
+
+
+def add_config_arguments(
+    parser: argparse.ArgumentParser, *, help: str = "packaged config name, TOML path or run folder (default: embedded)"
+) -> None:
+    """`-c` and `--set`, which every command that loads a config shares."""
+    parser.add_argument("-c", "--config", help=help)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one setting of the config (repeatable), e.g. --set program.local_k=32; validated like the file",
+    )
+
+
+def add_artifact_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--program-artifact", help="a `clearmed compile` / `clearmed tune` artifact folder to load")
+
+
+def config_from_args(args: argparse.Namespace) -> ClearmedConfig:
+    from clearmed.config import load_config
+
+    return load_config(args.config, overrides=args.overrides)
 
 
 def parse_options(raw: Sequence[str]) -> dict[str, str]:
@@ -73,7 +98,7 @@ def _question_from_args(args: argparse.Namespace) -> Question:
 def cmd_ask(args: argparse.Namespace) -> int:
     question = _question_from_args(args)  # a bad question is refused before anything heavy is imported
     with user_console(stderr=True).status("loading the program ...", spinner="dots") as status:
-        from clearmed.cli.program_setup import artifact_from_args, built_program, config_from_args
+        from clearmed.api.evaluate import artifact_of, program_with_artifact
         from clearmed.programs.lm.prompting import over_budget
 
         config = config_from_args(args)
@@ -81,8 +106,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if refusal is not None:
             raise UsageError(refusal)
         status.update(f"answering with {config.backbones['main'].model} ...")
-        artifact, config = artifact_from_args(args, config)
-        decision = built_program("clear", config, artifact)(question=question).decision
+        artifact, config = artifact_of(args.program_artifact, config)
+        decision = program_with_artifact("clear", config, artifact)(question=question).decision
     if args.json:
         sys.stdout.write(decision.model_dump_json(indent=2) + "\n")
     else:
@@ -107,7 +132,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from clearmed.cli.program_setup import config_from_args
     from clearmed.config import packaged_configs
 
     if args.list:

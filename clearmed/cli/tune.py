@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from clearmed.cli.program_setup import add_config_arguments, config_from_args
+from clearmed.cli.main import add_config_arguments, config_from_args
 from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 

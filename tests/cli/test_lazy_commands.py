@@ -23,7 +23,7 @@ try:
 except SystemExit:
     pass
 heavy = [name for name in {heavy!r} if name in sys.modules]
-shared = ("clearmed.cli.main", "clearmed.cli.program_setup")  # the entry point, and what every command shares
+shared = ("clearmed.cli.main",)  # the entry point, with the options every command shares
 commands = [name for name in sys.modules if name.startswith("clearmed.cli.") and name not in shared]
 sys.stderr.write(json.dumps({{"heavy": heavy, "commands": commands}}) + "\\n")
 """
