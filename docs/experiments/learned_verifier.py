@@ -37,6 +37,7 @@ from clearmed.optimize.verifier_fit import (
     learned_items,
 )
 from clearmed.programs.adjudication.rules import heuristic_verify
+from clearmed.report.markdown import p_text
 from clearmed.signatures.records import Agreement, Candidate, EvidenceBundle, Passage, Question, StepError
 
 MODELS = {"gpt-4-32k": "GPT-4", "gpt-35-turbo-16k": "GPT-3.5"}
@@ -92,7 +93,7 @@ def _row(cell: Cell, name: str, right: dict[str, bool], decided: str = "") -> st
     for other in (cell.cot, cell.rag):
         gained = sum(right[q] and not other[q] for q in cell.ids)
         lost = sum(other[q] and not right[q] for q in cell.ids)
-        parts.append(f"{gained} / {lost}, p = {mcnemar_exact_p(gained, lost):.2f}")
+        parts.append(f"{gained} / {lost}, p = {p_text(mcnemar_exact_p(gained, lost))}")
     share = (acc["row"] - best) / (oracle - best) if oracle > best else 0.0
     below = " (below)" if acc["row"] < best - 1e-9 else ""
     return f"| {cell.name} | {name} | {acc['row']:.1f}{below} | {parts[0]} | {parts[1]} | {share:+.2f} | {decided} |"
@@ -179,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 gained = sum(right[q] and not deterministic[q] for q in cell.ids)
                 lost = sum(deterministic[q] and not right[q] for q in cell.ids)
                 p = mcnemar_exact_p(gained, lost)
-                against.append(f"{cell.name}: {gained} / {lost}, p = {p:.2f}")
+                against.append(f"{cell.name}: {gained} / {lost}, p = {p_text(p)}")
         shares.setdefault("deterministic", []).append(_share_of(cell, deterministic))
         if args.weights:
             fit = fit_learned(cell.items, folds=args.folds, c=args.c, report=False)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from clearmed.evaluation import EvalRecord, read_records
 from clearmed.metrics import mcnemar_exact_p
+from clearmed.report.markdown import p_text
 
 CONVENTIONS = ("clearmed", "mirage")
 
@@ -78,7 +79,7 @@ def report(clear: list[EvalRecord], direct: list[EvalRecord], medrag: list[EvalR
             refusals = sum(not answered[name][q] for q in gained)
             p = mcnemar_exact_p(len(gained), lost)
             parts.append(
-                f"{convention}: gained {len(gained)} ({refusals} where {label} gave no answer), lost {lost}, p = {p:.3f}"
+                f"{convention}: gained {len(gained)} ({refusals} where {label} gave no answer), lost {lost}, p = {p_text(p)}"
             )
         lines.append(f"against {label}: " + "; ".join(parts))
     unanswered = {label: sum(not answered[name][q] for q in ids) for name, label in (("cot", "CoT"), ("rag", "MedRAG"))}

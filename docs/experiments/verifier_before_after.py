@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clearmed.metrics import mcnemar_exact_p
+from clearmed.report.markdown import p_text
 
 
 def records(folder: Path) -> dict[str, dict[str, Any]]:
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     lost = sum(right_before[q] and not right_after[q] for q in before)
     print("\n".join([*text_before, *text_after]))
     print(
-        f"paired, after against before: gained {gained}, lost {lost}, McNemar p = {mcnemar_exact_p(gained, lost):.3g}"
+        f"paired, after against before: gained {gained}, lost {lost}, McNemar p = {p_text(mcnemar_exact_p(gained, lost))}"
     )
     return 0
 
