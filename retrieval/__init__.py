@@ -9,7 +9,7 @@ package re-exports nothing, so reading a config imports none of the search clien
   `hit_cache` (`CachedRetriever`: hits recorded once, replayed with no index opened) keyed by `index_identity`;
 - web search: `tavily` (`TavilySearch`), `offline_web` (`OfflineWebSearch`), `memory` (in-memory doubles), wrapped
   by `cache` (`CachedWebSearch`, SQLite record/replay); `query` (`build_query`);
-- the evidence screen (`screening`, after `confusables` folds look-alike letters) and source quality: the priors
+- the evidence screen (`screening`, which folds look-alike letters first) and source quality: the priors
   (`priors`: `QualityPriors`, `assess_with_priors`) and the CLEAR code's domain table (`clear_code_quality`);
 - config and factory: `config` (`CorpusConfig`, `SearchConfig`), `factory` (`build_retriever`,
   `build_web_search`, `build_index`).

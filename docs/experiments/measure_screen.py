@@ -26,9 +26,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from clearmed.retrieval.confusables import LATIN_LOOK_ALIKES
 from clearmed.retrieval.corpus import CorpusError, preset, preset_path, row_to_passages
-from clearmed.retrieval.screening import screen
+from clearmed.retrieval.screening import LATIN_LOOK_ALIKES, screen
 from clearmed.signatures.records import Passage, Provenance
 
 SPLITS: list[str] = ["dev", "test", "redteam"]

@@ -4,8 +4,8 @@ Read it in this order: `procedure.py` (`adjudicate`: verifier, bounded follow-up
 `actions.py` (the actions interface the LM's judgements come through, the mechanisms, the result, the state
 of one adjudication), `rules.py` (every decision rule as a pure function, quoting the paper), `contest.py` (the
 override guard and the challenge audit: one contest, two policies), `calibrated.py` (the verifier that reads the
-route off the pathways' pooled option probabilities), `learned.py` (the learned verifier), `text_agreement.py`
-(free-text agreement by concepts) and `followups.py` (rounds beside the bundle).
+route off the pathways' pooled option probabilities), `learned.py` (the learned verifier), and `text_agreement.py`
+(free-text agreement by concepts).
 tests/test_layers.py keeps the heavy packages out, and tests/programs/test_kernel.py that importing it loads no
 DSPy.
 """

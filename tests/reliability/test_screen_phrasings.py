@@ -15,8 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from clearmed.retrieval.confusables import LATIN_LOOK_ALIKES, fold, unleet
-from clearmed.retrieval.screening import screen, screen_text
+from clearmed.retrieval.screening import LATIN_LOOK_ALIKES, fold, screen, screen_text, unleet
 
 pytestmark = pytest.mark.reliability
 
