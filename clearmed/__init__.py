@@ -10,8 +10,8 @@ The Python API (README "Python API"):
 mypy sees each one's real type through the TYPE_CHECKING imports. Nothing inside the package imports this face (the
 version is `clearmed.core.version`): it sits above every layer (tests/test_layers.py).
 
-Its rooms (docs/architecture.md): `cli` (the command line) above `api` (the one door of a run), `report` (every
-view), `evaluation` (the run harness and the numbers), `assemble` (config -> program) and `config` (the TOML file),
+Its rooms (docs/architecture.md): `cli` (the command line) above `api` (the one door of a run, and `assemble`:
+config -> program), `report` (every view), `evaluation` (the run harness and the numbers), `config` (the TOML file),
 `core` (errors, retries, redaction, version) and `testing` (test doubles as library code).
 """
 
@@ -33,18 +33,18 @@ if (_CHECKOUT / "signatures" / "__init__.py").is_file() and str(_CHECKOUT) not i
 from clearmed.core.version import __version__  # noqa: E402  (after the package path is complete)
 
 if TYPE_CHECKING:
+    from clearmed.api.assemble import build_program
     from clearmed.api.compare import compare_runs
     from clearmed.api.evaluate import estimate_run, evaluate
     from clearmed.api.request import EvalRequest
     from clearmed.api.suite import evaluate_suite, merge_shards
-    from clearmed.assemble import build_program
     from clearmed.config import load_config
     from clearmed.evaluation.results_table import results_frame, runs_frame
 
 # Each public name -> the module that defines it.
 _DEFINED_IN = {
     "EvalRequest": "clearmed.api.request",
-    "build_program": "clearmed.assemble",
+    "build_program": "clearmed.api.assemble",
     "compare_runs": "clearmed.api.compare",
     "estimate_run": "clearmed.api.evaluate",
     "evaluate": "clearmed.api.evaluate",

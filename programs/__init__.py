@@ -11,7 +11,8 @@ above it in this list, never one below or beside it):
 - `judge/`: the option-wise judge (MedJudgeRAG) and its verdict rules;
 - `pathways/`: the parametric, local and dynamic pathways, their evidence search, the scored answer step, the web
   query, QPIS, the follow-up search and the task adapters (format gate, response);
-- `clear.py` (`CLEAR`, `LiveActions`) and `baselines.py`: the programs, composed of the parts above.
+- `clear.py` (`CLEAR`, `LiveActions`) and `baselines.py`: the programs, composed of the parts above; `catalog.py`:
+  the names a user runs them by (`clearmed eval --program`), each with what it runs.
 
 Import a name from the module that defines it; this package re-exports nothing, so importing it (or the kernel)
 loads neither DSPy nor a backend.

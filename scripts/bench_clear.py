@@ -23,7 +23,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy
 
-from clearmed.assemble import build_program
+from clearmed.api.assemble import build_program
 from clearmed.config import parse_config, resolve_config_path
 from clearmed.demo import demo_questions
 

@@ -13,8 +13,9 @@ system probing a package's `__getattr__`. The model's stand-in is defined here, 
 load is loaded before tracing starts. The first version of this script counted what runs while a module is
 imported, and gave 54 files before issue 33 (the review that filed it counted 57) and 47 after it; the next one
 still counted a comprehension inside a helper called at import (two files), and gave 44 after issue 33 and 47
-before issue 49; this one gives 45 (agreed) and 49 (`--dissent`) on the commit before issue 49's last step, and 45 and 48 once the
-look-alike fold and the follow-up bookkeeping went back into the modules that use them.
+before issue 49; this one gives 45 (agreed) and 49 (`--dissent`) on the commit before issue 49's last step, and 44 and 47 once the
+look-alike fold and the follow-up bookkeeping went back into the modules that use them and `ask` built its
+program where a run does (`clearmed/api/assemble.py`), not through the run harness's door.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class _ScriptedEngine:
 def _scripted_lm() -> Any:
     import dspy
 
-    from clearmed import assemble
+    from clearmed.api import assemble
 
     lm = dspy.LM("local/scripted", engine=_ScriptedEngine(), cache=False, num_retries=0)
     assemble_module: Any = assemble
@@ -119,7 +120,7 @@ def trace_question(demo: str, *, dissent: bool = False) -> tuple[set[str], int]:
     threading.settrace(tracer)
     sys.settrace(tracer)
     try:
-        # Inside the trace: the setup imports only what `ask` imports (dspy, clearmed.assemble) besides this file.
+        # Inside the trace: the setup imports only what `ask` imports (dspy, clearmed.api.assemble) besides this file.
         from clearmed.cli.main import main as clearmed_main
 
         _scripted_lm()

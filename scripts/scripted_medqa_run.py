@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clearmed.assemble import build_program
+from clearmed.api.assemble import build_program
 from clearmed.cli.evaluate import shared_source
 from clearmed.config import load_config
 from clearmed.evaluation import EvalSpec, run_evaluation

@@ -16,7 +16,7 @@ import pytest
 from dspy import lm15
 
 import clearmed
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.api.evaluate import question_of
 from clearmed.backbones.client import ClearmedLM
 from clearmed.cli.main import main
@@ -98,11 +98,11 @@ def test_import_clearmed_loads_only_the_version_until_a_name_is_used() -> None:
 
 
 def test_the_face_names_each_function_where_it_is_defined() -> None:
+    from clearmed.api.assemble import build_program
     from clearmed.api.compare import compare_runs
     from clearmed.api.evaluate import estimate_run, evaluate
     from clearmed.api.request import EvalRequest
     from clearmed.api.suite import evaluate_suite, merge_shards
-    from clearmed.assemble import build_program
     from clearmed.config import load_config
     from clearmed.evaluation.results_table import results_frame, runs_frame
 

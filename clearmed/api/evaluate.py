@@ -192,6 +192,7 @@ class _Run:
     def execute(self, stop_after: int | None) -> None:
         """Run the questions left (the first `stop_after` of them, if given) into the folder; a budget reached
         summarizes the folder, as a stopped run is left, and raises `BudgetReached`."""
+        from clearmed.api.assemble import program_with_artifact  # DSPy and the programs load when a run starts
         from clearmed.core.endpoints import forget_reached
         from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
         from clearmed.evaluation import run_evaluation
@@ -260,6 +261,7 @@ def _eval_spec(
 ) -> tuple[EvalSpec, ClearmedConfig, ProgramArtifact | None, list[RecordedPathway]]:
     """The run to make: its spec (named by the program, its artifact and its recorded pathways), the config carrying
     the artifact's thresholds, the artifact and the recorded pathways."""
+    from clearmed.api.assemble import artifact_of
     from clearmed.benchmarks import benchmark_folder
     from clearmed.config import config_name, overrides_label
     from clearmed.evaluation import EvalSpec
@@ -327,15 +329,6 @@ def default_run_dir(
     return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{named}{part}"
 
 
-def artifact_of(path: str | Path | None, config: ClearmedConfig) -> tuple[ProgramArtifact | None, ClearmedConfig]:
-    """The `--program-artifact` (None: none given) and the config carrying its thresholds."""
-    if not path:
-        return None, config
-    from clearmed.optimize.artifacts import with_artifact
-
-    return with_artifact(str(path), config)
-
-
 def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Question], RunShard | None]:
     """`--shard K/N`: shard K of the run's questions (clearmed.evaluation.shard), else all of them."""
     if given is None:
@@ -378,31 +371,6 @@ def _program_name(program: object) -> str:
         raise UsageError(f"program must be a program name or a dspy.Module, not {type(program).__name__}")
     label = getattr(program, "program_name", None)
     return label if isinstance(label, str) and label else type(program).__name__.lower()
-
-
-def program_with_artifact(
-    program: object,
-    config: ClearmedConfig,
-    artifact: ProgramArtifact | None,
-    recorded: Sequence[RecordedPathway] = (),
-) -> dspy.Module:
-    """The module to run: the program built by name with its recorded pathways, or the module given; with the
-    artifact's prompts and thresholds loaded (what did not transfer is said on stderr). `clearmed ask` builds its
-    program here too, so one question and a run load an artifact alike."""
-    if isinstance(program, str):
-        from clearmed.assemble import build_program
-
-        module: dspy.Module = build_program(program, config, pathways={r.pathway: r.module() for r in recorded})
-    elif recorded:
-        raise UsageError("--pathway replaces a pathway of a program built by name, not of a module you built")
-    else:
-        module = program  # _program_name checked it
-    if artifact is not None:
-        from clearmed.optimize.artifacts import apply_artifact
-
-        for warning in apply_artifact(module, artifact, config):
-            user_console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
-    return module
 
 
 def _estimate(run: _Run, *, pilot: bool) -> Estimate:

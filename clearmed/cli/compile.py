@@ -85,7 +85,7 @@ def optimizer_output(log: bool) -> Iterator[None]:
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from clearmed import assemble
+    from clearmed.api import assemble
     from clearmed.optimize.artifacts import new_manifest, prepare_out_dir, write_artifact
     from clearmed.optimize.compiling import CompileLMs, compile_program, resolve_stages
     from clearmed.optimize.splits import UsedIds
@@ -181,8 +181,8 @@ def _report(report: CompileReport) -> str:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from clearmed.assemble import PROGRAMS
     from clearmed.optimize.compiling import OPTIMIZERS
+    from clearmed.programs.catalog import PROGRAMS
 
     compile_ = commands.add_parser("compile")
     compile_.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to compile")

@@ -56,7 +56,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def _add_question_arguments(evaluate: argparse.ArgumentParser) -> None:
     """`eval`: the program, and the benchmark questions it runs on."""
-    from clearmed.assemble import PROGRAMS
+    from clearmed.programs.catalog import PROGRAMS
 
     evaluate.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to evaluate")
     evaluate.add_argument(

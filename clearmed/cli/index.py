@@ -358,7 +358,8 @@ def run_warm(args: argparse.Namespace) -> int:
 
 def warm_target(args: argparse.Namespace) -> tuple[CorpusConfig, int]:
     """The corpus `args.program` searches (set to record into the cache) and its local_k; one-line errors."""
-    from clearmed.assemble import PROGRAMS, local_corpus
+    from clearmed.api.assemble import local_corpus
+    from clearmed.programs.catalog import PROGRAMS
     from clearmed.signatures.records.settings import clear_variant_settings
 
     config = config_from_args(args)

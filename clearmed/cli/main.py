@@ -98,7 +98,7 @@ def _question_from_args(args: argparse.Namespace) -> Question:
 def cmd_ask(args: argparse.Namespace) -> int:
     question = _question_from_args(args)  # a bad question is refused before anything heavy is imported
     with user_console(stderr=True).status("loading the program ...", spinner="dots") as status:
-        from clearmed.api.evaluate import artifact_of, program_with_artifact
+        from clearmed.api.assemble import artifact_of, program_with_artifact
         from clearmed.programs.lm.prompting import over_budget
 
         config = config_from_args(args)

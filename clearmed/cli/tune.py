@@ -120,7 +120,7 @@ def _rescorer(args: argparse.Namespace, items: list[ReplayItem], config: Clearme
 
     live = None
     if args.live:
-        from clearmed.assemble import build_clear
+        from clearmed.api.assemble import build_clear
 
         live = LiveSession(build_clear(config))
     return Rescorer(

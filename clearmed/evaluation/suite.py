@@ -143,9 +143,9 @@ class Suite(BaseModel):
 
     def check(self) -> Suite:
         """Refuse, in one line, a suite whose cells would share a folder or could not run; return it."""
-        from clearmed.assemble import PROGRAMS
         from clearmed.benchmarks import QUESTIONS, benchmark_info
         from clearmed.config import config_name
+        from clearmed.programs.catalog import PROGRAMS
 
         _refuse_repeats("configs named", [config_name(config) for config in self.configs])
         _refuse_repeats("benchmarks labelled", [benchmark.folder for benchmark in self.benchmarks])

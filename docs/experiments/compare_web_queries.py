@@ -28,7 +28,7 @@ from typing import get_args
 
 import dspy
 
-from clearmed.assemble import build_program, build_role_lms
+from clearmed.api.assemble import build_program, build_role_lms
 from clearmed.config import ClearmedConfig, load_config
 from clearmed.metrics import mcnemar_exact_p, score_decision, wilson_interval
 from clearmed.signatures.records import Question

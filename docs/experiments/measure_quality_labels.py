@@ -18,7 +18,7 @@ from collections import Counter
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from clearmed.assemble import build_clear
+from clearmed.api.assemble import build_clear
 from clearmed.benchmarks import load_benchmark
 from clearmed.cli.evaluate import shared_source
 from clearmed.config import load_config

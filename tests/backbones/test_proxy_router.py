@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.assemble import build_program
+from clearmed.api.assemble import build_program
 from clearmed.backbones.config import OpenAICompatibleBackbone
 from clearmed.backbones.context_window import resolve_window
 from clearmed.backbones.logprobs import probe_capabilities

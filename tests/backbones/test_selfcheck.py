@@ -162,7 +162,7 @@ def test_a_child_that_exits_with_an_error(model_file: Path) -> None:
 def test_cli_prints_an_engine_failure_as_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from clearmed import assemble
+    from clearmed.api import assemble
     from clearmed.cli import main as cli
 
     def crash(name: str, config: object, **kwargs: object) -> None:

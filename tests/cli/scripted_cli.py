@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.backbones.client import ClearmedLM
 from clearmed.testing import (
     UNREACHABLE_BACKBONE,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import tqdm  # type: ignore[import-untyped]
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.core.console import LogLines, user_console
 from clearmed.evaluation import progress

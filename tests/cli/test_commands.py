@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main, parse_options
 from clearmed.core.errors import UsageError
 from clearmed.demo import demo_question

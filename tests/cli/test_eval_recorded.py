@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.backbones.client import ClearmedLM
 from clearmed.cli.main import main
 from clearmed.evaluation import read_records

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from dspy import lm15
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.backbones.client import ClearmedLM
 from clearmed.cli.main import main
 from clearmed.evaluation import read_records

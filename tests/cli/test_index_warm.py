@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.demo import demo_dir
 from clearmed.retrieval import bm25_sparse

@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.evaluation import read_records
 from clearmed.evaluation.compare import ComparedRun, _correct, paired_comparisons

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, progress, read_records, run_evaluation

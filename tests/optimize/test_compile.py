@@ -8,7 +8,7 @@ from pathlib import Path
 import dspy
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.config import load_config
 from clearmed.core.errors import UsageError

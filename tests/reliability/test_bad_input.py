@@ -12,7 +12,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.benchmarks import BenchmarkError, load_benchmark
 from clearmed.cli.main import main
 from clearmed.retrieval.corpus import CorpusError, FieldMapping, IngestStats, read_jsonl

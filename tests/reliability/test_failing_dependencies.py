@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from dspy import lm15
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.backbones.config import OpenAICompatibleBackbone
 from clearmed.backbones.factory import build_lm
 from clearmed.cli.main import main

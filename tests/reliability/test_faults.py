@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.assemble import build_program
+from clearmed.api.assemble import build_program
 from clearmed.config import load_config
 from clearmed.core.errors import FatalServiceError
 from clearmed.evaluation import EvalSpec, run_evaluation

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, read_records, run_evaluation
@@ -216,7 +216,7 @@ def test_kill_before_the_config_snapshot_is_repaired(reliability, reference, tmp
 
 RUNNER = """
 import sys, time
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.testing import label_all, pathway_replies, scripted_lm, verifier_reply
 
 def slow(reply):

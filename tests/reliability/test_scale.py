@@ -45,7 +45,7 @@ DEGRADED = {"q7": "trickle", "q500": "empty_choices", "q1100": "null_content"}
 CHILD = r"""
 import json, os, sys, threading, time
 from pathlib import Path
-from clearmed.assemble import build_program
+from clearmed.api.assemble import build_program
 from clearmed.config import load_config
 from clearmed.evaluation import EvalSpec, run_evaluation
 from clearmed.signatures.records import Question

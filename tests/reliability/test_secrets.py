@@ -147,7 +147,7 @@ def test_unexpected_error_carrying_a_key_is_redacted(
         def explode(name, config, **kwargs):
             raise RuntimeError(f"client init failed for key={OPENAI_KEY}")
 
-        monkeypatch.setattr("clearmed.assemble.build_program", explode)
+        monkeypatch.setattr("clearmed.api.assemble.build_program", explode)
         argv = ["--debug"] if debug else []
         code = main([*argv, "ask", "Which hormone?", "-o", "A: x", "-o", "B: y"])
         out, err = capsys.readouterr()

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from clearmed.assemble import PROGRAMS, build_program
+from clearmed.api.assemble import build_program
 from clearmed.backbones.config import ConfigError
 from clearmed.config import parse_config
 from clearmed.core.errors import UsageError
+from clearmed.programs.catalog import PROGRAMS
 from clearmed.programs.pathways.web_query import build_query
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.bm25_sparse import BM25sRetriever

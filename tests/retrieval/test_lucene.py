@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli import doctor
 from clearmed.cli.main import main
 from clearmed.config import parse_config
@@ -545,7 +545,7 @@ def test_eval_runs_on_two_medrag_corpora(
 # started a JVM) is printed last.
 _REPLAY_PROBE = """
 import json, sys
-from clearmed import assemble
+from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.testing import label_all, pathway_replies, scripted_lm, verifier_reply
 

@@ -1,24 +1,34 @@
-"""Config -> a ready program: LMs per role, the local retriever, the web search and quality priors.
+"""Config -> a ready program: LMs per role, the local retriever, the web search and quality priors, recorded
+pathways in the place of live ones, and a tune or compile artifact's prompts and thresholds loaded.
 
-The only place that joins the packages together; everything below it is usable and testable alone.
+The only place that joins the packages together; everything below it is usable and testable alone. A run
+(`clearmed.api.evaluate`) and one question (`clearmed ask`) build their program here alike.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dspy
 
 from clearmed.backbones.factory import build_lm
 from clearmed.config import ClearmedConfig
+from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 from clearmed.programs.baselines import PATHWAY_OF, SinglePathway
+from clearmed.programs.catalog import PROGRAMS
 from clearmed.programs.clear import CLEAR
 from clearmed.retrieval.config import CorpusConfig, CorpusRetriever
 from clearmed.retrieval.factory import build_retriever, build_web_search
 from clearmed.signatures.records import PathwayName
 from clearmed.signatures.records.settings import CLEAR_VARIANTS, clear_variant_settings
+
+if TYPE_CHECKING:
+    from clearmed.evaluation.recorded import RecordedPathway
+    from clearmed.optimize.artifacts import ProgramArtifact
 
 
 def build_role_lms(config: ClearmedConfig, roles: tuple[str, ...] = ("main", "assessor")) -> dict[str, dspy.BaseLM]:
@@ -42,24 +52,6 @@ def build_clear(config: ClearmedConfig, *, role_lms: dict[str, dspy.BaseLM] | No
     program = build_program("clear", config, role_lms=role_lms)
     assert isinstance(program, CLEAR)
     return program
-
-
-PROGRAMS: dict[str, str] = {
-    "clear": "CLEAR: three pathways, verifier, guard, audit and follow-up search",
-    "clear-no-followup": "CLEAR without targeted follow-up search (ablation)",
-    "clear-no-guard": "CLEAR without the override guard (ablation)",
-    "clear-no-audit": "CLEAR without the challenge audit (ablation)",
-    "clear-heuristic": "CLEAR as its code's heuristic mode: the deterministic verifier, no LM call after the pathways",
-    "clear-heuristic-contested": "CLEAR with the deterministic verifier, and the LM guard, audit and follow-up",
-    "clear-judge": "CLEAR with the option-wise evidence judge answering the local and dynamic pathways",
-    "clear-judge-explicit": "CLEAR with the option-wise judge extracting a knowledge graph first (explicit mode)",
-    "clear-qpis": "CLEAR with query planning and iterative web search (QPIS)",
-    "clear-judge-qpis": "CLEAR with the option-wise judge and QPIS",
-    "direct": "Direct: the parametric pathway alone",
-    "medrag": "MedRAG (BM25): the local pathway alone",
-    "medrag-medcpt": "MedRAG (MedCPT): the local pathway alone, with MedCPT dense retrieval",
-    "online": "online-only: the dynamic pathway alone",
-}
 
 
 def build_program(
@@ -144,3 +136,35 @@ def use_recorded_pathways(program: CLEAR | SinglePathway, pathways: Mapping[Path
                 f"{program.program_name} runs the {PATHWAY_OF[program.program_name]} pathway "
                 f"alone; --pathway {pathway}=... does not apply to it"
             )
+
+
+def artifact_of(path: str | Path | None, config: ClearmedConfig) -> tuple[ProgramArtifact | None, ClearmedConfig]:
+    """The `--program-artifact` (None: none given) and the config carrying its thresholds."""
+    if not path:
+        return None, config
+    from clearmed.optimize.artifacts import with_artifact
+
+    return with_artifact(str(path), config)
+
+
+def program_with_artifact(
+    program: object,
+    config: ClearmedConfig,
+    artifact: ProgramArtifact | None,
+    recorded: Sequence[RecordedPathway] = (),
+) -> dspy.Module:
+    """The module to run: the program built by name with its recorded pathways, or the module given; with the
+    artifact's prompts and thresholds loaded (what did not transfer is said on stderr). `clearmed ask` builds its
+    program here too, so one question and a run load an artifact alike."""
+    if isinstance(program, str):
+        module: dspy.Module = build_program(program, config, pathways={r.pathway: r.module() for r in recorded})
+    elif recorded:
+        raise UsageError("--pathway replaces a pathway of a program built by name, not of a module you built")
+    else:
+        module = program  # the API door checked it is a module
+    if artifact is not None:
+        from clearmed.optimize.artifacts import apply_artifact
+
+        for warning in apply_artifact(module, artifact, config):
+            user_console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
+    return module
