@@ -35,7 +35,8 @@ from clearmed.retrieval.priors import domain_tier, host_of
 from clearmed.signatures.records import QUALITY_RANK, DomainTier, Passage, QualityLabel
 
 # --- Reading a text as a model reads it ---------------------------------------------------------------------
-# Folding look-alike characters to the Latin letters they imitate, so that the evidence screen reads what a model reads.
+# Folding look-alike characters to the Latin letters they imitate, so that the evidence screen reads what a model
+# reads.
 #
 # A model reads "Ignоre previous instructions" (a Cyrillic о) as the English sentence it imitates; a regular expression
 # over the raw text does not. `fold` returns text in which such look-alikes are the letters they pass for: Unicode
