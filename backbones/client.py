@@ -24,6 +24,19 @@ DSPy's LM does the calling, caching and history; clearmed does the retrying. On 
    socket outlives its attempt.
 6. **No reply is a failed call.** A 200 with no completion (empty ``choices``, a ``null`` or empty message) is a
    transient `failures.EmptyReplyError`, retried and then raised like a 503, never handed to the adapter as an answer.
+7. **A cached reply is one endpoint's.** DSPy's cache key leaves ``api_base`` out (`dspy.clients.execution`'s
+   ``IGNORED_CACHE_KEYS``), so two servers of one model name shared their replies: a second server, dead or another
+   model, was never asked. Each call's key holds its endpoint (`cache_endpoint`; `install_endpoint_cache_keys`), and
+   a reply served from the cache marks nothing reached (`clearmed.core.endpoints`: only a server's reply does).
+
+No layer under clearmed retries. Each LM call is one request per attempt of clearmed's policy: DSPy is handed
+``num_retries = 0`` (`ClearmedLM.__init__`); DSPy's LiteLLM engine passes ``num_retries = 0`` on to LiteLLM, which
+hands it to the openai SDK as ``max_retries`` (its default is 2, each after a backoff sleep); the native lm15 engine
+never retries (it reconnects once when a pooled keep-alive connection was stale, before anything was answered);
+httpx's transports keep their default of no retries. tests/backbones/test_endpoint_calls.py counts the requests a
+server sees, and the connections a closed port sees, on each engine path. The first call DSPy sends through LiteLLM
+imports it (seconds of CPU): a bounded attempt's deadline runs from its first socket (`retries.bounded_call`), and an
+async call imports LiteLLM before its deadline starts (`_ready_engine`), so a short ``timeout`` is the server's alone.
 """
 
 from __future__ import annotations
@@ -31,9 +44,13 @@ from __future__ import annotations
 import asyncio
 import importlib
 import re
+import sys
 import threading
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final, NoReturn
+from urllib.parse import urlsplit
 
 import dspy
 from dspy.utils.exceptions import (
@@ -52,7 +69,7 @@ from clearmed.backbones.failures import EmptyReplyError, as_overflow, classify
 from clearmed.backbones.reasoning import record_thinking, split_thinking
 from clearmed.backbones.retry_wait import LM_SERVICE, server_hint_s
 from clearmed.backbones.token_count import ServerTokenCounter, TextCounter, tiktoken_counter
-from clearmed.core.endpoints import mark_reached, unreachable_error
+from clearmed.core.endpoints import endpoint_of, mark_reached, unreachable_error
 from clearmed.core.errors import FatalCause, FatalServiceError
 from clearmed.core.retries import (
     DeadlineExceeded,
@@ -65,7 +82,15 @@ from clearmed.core.retries import (
     retrying_async,
 )
 
-__all__ = ["ClearmedLM", "fatal_lm_error", "guard_native_sockets", "strip_thinking"]
+__all__ = [
+    "CACHE_ENDPOINT_FIELD",
+    "ClearmedLM",
+    "cache_endpoint",
+    "fatal_lm_error",
+    "guard_native_sockets",
+    "install_endpoint_cache_keys",
+    "strip_thinking",
+]
 
 # Server text quoted in a fatal error's one line is cut here.
 _MAX_DETAIL = 160
@@ -106,6 +131,9 @@ class ClearmedLM(dspy.LM):
         self._window: Window | None = None
         self._learned: int | None = None
         self._counter: TextCounter | None = None
+        # The key sets of calls already checked for DSPy's LiteLLM engine (`_ready_engine`).
+        self._engine_checked: set[frozenset[str]] = set()
+        install_endpoint_cache_keys()
         if backbone is not None and backbone.kind == "openai_compatible" and self.kwargs.get("api_base"):
             key = self.kwargs.get("api_key")
             self._counter = ServerTokenCounter(
@@ -159,16 +187,56 @@ class ClearmedLM(dspy.LM):
 
     def _call(self, attempt: Callable[[], Any]) -> Any:
         def once() -> Any:
-            try:
-                outputs = bounded_call(attempt, self.deadline_s) if self._bounded else attempt()
-            except DeadlineExceeded as exc:
-                self._fail(LMTimeoutError(str(exc), model=self.model), exc)
-            except dspy.LMError as exc:
-                self._fail(exc)
-            self._reached()
+            with self._cache_scope() as served:
+                try:
+                    outputs = bounded_call(attempt, self.deadline_s) if self._bounded else attempt()
+                except DeadlineExceeded as exc:
+                    self._fail(LMTimeoutError(self._no_reply(exc), model=self.model), exc, cached=served.hits > 0)
+                except dspy.LMError as exc:
+                    self._fail(exc, cached=served.hits > 0)
+            if not served.hits:  # a reply from the cache proves nothing about the server
+                self._reached()
             return outputs
 
         return self._policy()(once)
+
+    def _no_reply(self, waited: object) -> str:
+        """A timed-out attempt's sentence, naming the endpoint that did not answer (``scheme://host:port``)."""
+        endpoint = self._endpoint()
+        return f"{waited} from {endpoint_of(endpoint)}" if endpoint else str(waited)
+
+    @contextmanager
+    def _cache_scope(self) -> Iterator[_CallScope]:
+        """DSPy's cache keys (and counts the hits of) the calls made inside the block by this LM's endpoint."""
+        scope = _CallScope(cache_endpoint(self))
+        token = _SCOPE.set(scope)
+        try:
+            yield scope
+        finally:
+            _SCOPE.reset(token)
+
+    def _ready_engine(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+        """Import LiteLLM before an async call's deadline starts when DSPy will send the call through it.
+
+        DSPy picks its LiteLLM engine, offline, for a request its native engine cannot carry (``chat_template_kwargs``
+        in a config's ``extra``: the packaged vLLM config), and imports LiteLLM inside the call: seconds of CPU, which
+        a short ``timeout`` spent before the request went out (issue 58). A sync attempt's deadline runs from its
+        first socket (`retries.bounded_call`); an async one's is ``asyncio.wait_for`` around the whole call."""
+        if not self._bounded or "litellm" in sys.modules:
+            return
+        shape = frozenset(kwargs)
+        if shape in self._engine_checked:
+            return
+        self._engine_checked.add(shape)
+        try:
+            # DSPy's own, offline choice of engine (no I/O: `dspy.clients.execution._select_engine`); private, so
+            # looked up by name and any failure leaves the call to say what is wrong, within its deadline.
+            execution = importlib.import_module("dspy.clients.execution")
+            backend = execution._engine(self, execution.prepare(self, prompt, messages, kwargs), False)[0]
+            if isinstance(backend, execution.LiteLLMEngine):
+                importlib.import_module("dspy.clients._litellm").get_litellm(feature="dspy.LM")
+        except Exception:  # a best effort: the call itself raises what is wrong, within its deadline
+            return
 
     def _policy(self) -> Retrying:
         return retrying(
@@ -179,23 +247,41 @@ class ClearmedLM(dspy.LM):
             sleep=lambda seconds: pause(seconds),  # looked up at each wait: tests replace it
         )
 
-    def _fail(self, error: BaseException, cause: BaseException | None = None) -> NoReturn:
+    def _fail(self, error: BaseException, cause: BaseException | None = None, *, cached: bool = False) -> NoReturn:
         """Raise what a failed attempt means by the policy: a fatal error (a refusal no retry mends, or an endpoint
         never reached refusing the connection) or an overflow as such, never retried; anything else as it came (retried
-        when `classify` calls it transient)."""
-        fatal = fatal_lm_error(error, self.service, secret=self.kwargs.get("api_key")) or self._unreachable(error)
+        when `classify` calls it transient). ``cause``: what the attempt itself raised when its deadline passed (a
+        refused connection past the deadline is still a refusal); ``cached``: the failure came from the cache."""
+        fatal = (
+            fatal_lm_error(error, self.service, secret=self.kwargs.get("api_key"))
+            or self._unreachable(error)
+            or (self._unreachable(cause) if cause is not None else None)
+        )
         if fatal is not None:
             raise fatal from error
-        if getattr(error, "status", None) is not None:
+        if getattr(error, "status", None) is not None and not cached:
             self._reached()  # an HTTP error: the endpoint answered
         overflow = as_overflow(error) if classify(error) == "overflow" else None
         if overflow is not None:
             if overflow.limit is not None:
                 self.learn_window(overflow.limit)
             raise overflow from error
+        self._name_endpoint(error)
         if cause is None:
             raise error
         raise error from cause
+
+    def _name_endpoint(self, error: BaseException) -> None:
+        """A transient failure's text names the endpoint it came from (``(from scheme://host:port)``), so the step a
+        failure degrades records where, and a run's degraded line and summary name it (issue 58: a server that
+        accepted and never answered was named by model and stage only)."""
+        endpoint = self._endpoint(error)
+        if not endpoint or not isinstance(error, dspy.LMError) or classify(error) != "transient":
+            return
+        where = endpoint_of(endpoint)
+        said = str(error.args[0]) if error.args else ""
+        if where not in said:
+            error.args = (f"{said} (from {where})", *error.args[1:])
 
     def _endpoint(self, error: BaseException | None = None) -> str | None:
         """The address the LM calls: its ``api_base``, else the host and port a transport error names (a hosted
@@ -217,19 +303,23 @@ class ClearmedLM(dspy.LM):
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         kwargs = self._room_to_think(kwargs)
+        self._ready_engine(prompt, messages, kwargs)
 
         async def once() -> Any:
             if retries_cut():
                 raise RetriesCut("retries cut short")
-            try:
-                outputs = await asyncio.wait_for(
-                    dspy.LM.acall(self, prompt, messages=messages, **kwargs), self.deadline_s
-                )
-            except TimeoutError as exc:
-                self._fail(LMTimeoutError(f"no complete reply within {self.deadline_s:g} s", model=self.model), exc)
-            except dspy.LMError as exc:
-                self._fail(exc)
-            self._reached()
+            with self._cache_scope() as served:
+                try:
+                    outputs = await asyncio.wait_for(
+                        dspy.LM.acall(self, prompt, messages=messages, **kwargs), self.deadline_s
+                    )
+                except TimeoutError as exc:
+                    waited = f"no complete reply within {self.deadline_s:g} s"
+                    self._fail(LMTimeoutError(self._no_reply(waited), model=self.model), exc, cached=served.hits > 0)
+                except dspy.LMError as exc:
+                    self._fail(exc, cached=served.hits > 0)
+            if not served.hits:
+                self._reached()
             if not _replied(outputs):
                 raise EmptyReplyError(model=self.model)
             return strip_thinking(outputs)
@@ -243,6 +333,74 @@ class ClearmedLM(dspy.LM):
         if floor is None or not isinstance(asked, int) or asked >= floor:
             return kwargs
         return {**kwargs, "max_tokens": floor}
+
+
+class _CallScope:
+    """One attempt of a `ClearmedLM` call: the endpoint its cache keys hold, and how many cache lookups it hit."""
+
+    __slots__ = ("endpoint", "hits")
+
+    def __init__(self, endpoint: str | None) -> None:
+        self.endpoint = endpoint
+        self.hits = 0
+
+
+_SCOPE: ContextVar[_CallScope | None] = ContextVar("clearmed_lm_call", default=None)
+# The field an endpoint adds to a DSPy cache request (and to a scored answer's: `programs.pathways.scored_answer`).
+CACHE_ENDPOINT_FIELD: Final = "clearmed_endpoint"
+_keys_installed = False
+_KEYS_LOCK = threading.Lock()
+
+
+def cache_endpoint(lm: object) -> str | None:
+    """The endpoint an LM's replies are cached under: its ``api_base`` without credentials, query or trailing slash
+    (the path kept: a gateway routes ``/a/v1`` and ``/b/v1`` to different servers); None for an LM with no address
+    of its own (the embedded engine, a hosted provider's default address), whose keys are as DSPy makes them."""
+    kwargs = getattr(lm, "kwargs", None)
+    base = (kwargs.get("api_base") or kwargs.get("base_url")) if isinstance(kwargs, dict) else None
+    if not base:
+        return None
+    text = str(base)
+    parts = urlsplit(text if "://" in text else f"http://{text}")
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is not a number (refused when the config loads): kept as written
+        port = f":{parts.netloc.rsplit(':', 1)[-1]}"
+    return f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
+
+
+def install_endpoint_cache_keys() -> None:
+    """Make DSPy's cache (every `dspy.clients.cache.Cache`, so a `dspy.configure_cache` one too; once per process)
+    key a call made inside a `ClearmedLM` attempt by its endpoint as well (`CACHE_ENDPOINT_FIELD`), and count the
+    attempt's cache hits. Outside an attempt, keys are DSPy's own."""
+    global _keys_installed
+    with _KEYS_LOCK:
+        if _keys_installed:
+            return
+        cache_class = importlib.import_module("dspy.clients.cache").Cache
+        original_key = cache_class.__dict__["cache_key"]
+        original_get = cache_class.__dict__["get"]
+
+        # DSPy's own parameter names: callers pass ``ignored_args_for_cache_key`` by keyword.
+        def cache_key(self: Any, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> str:
+            scope = _SCOPE.get()
+            if scope is not None and scope.endpoint is not None and isinstance(request, dict):
+                request = {**request, CACHE_ENDPOINT_FIELD: scope.endpoint}
+            return str(original_key(self, request, ignored_args_for_cache_key))
+
+        def get(self: Any, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> Any:
+            value = original_get(self, request, ignored_args_for_cache_key)
+            scope = _SCOPE.get()
+            if value is not None and scope is not None:
+                scope.hits += 1
+            return value
+
+        cache_class.cache_key = cache_key
+        cache_class.get = get
+        _keys_installed = True
 
 
 def _transient(exc: BaseException) -> bool:

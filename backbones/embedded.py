@@ -216,8 +216,9 @@ class LlamaCppEngine:
         )
 
     def _response(self, result: Any, counted_prompt_tokens: int, elapsed: float) -> Response:
-        choice = result["choices"][0]
-        text = choice["message"].get("content") or ""
+        # No choice, or a null message: an empty text, which `client.ClearmedLM` refuses (retried like a 503).
+        choice = (result.get("choices") or [{}])[0]
+        text = (choice.get("message") or {}).get("content") or ""
         usage = result.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens", counted_prompt_tokens))
         completion_tokens = int(usage.get("completion_tokens", 0))

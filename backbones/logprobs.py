@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
@@ -305,7 +305,10 @@ class TracedScorer:
 
     ``on_lm_start`` gets the LM and DSPy's input shape: ``prompt`` (None), ``messages`` (the chat, the assistant prefix
     as its final turn) and ``kwargs`` (``max_tokens`` 1, ``logprobs``, the ``candidates``); ``on_lm_end`` a list of one
-    completion, the most probable candidate as its ``text`` with every candidate's ``logprobs``, or the exception."""
+    completion, the most probable candidate as its ``text`` with every candidate's ``logprobs`` and ``cache_hit``
+    (False here), or the exception. A pass served from clearmed's scoring cache is reported the same way by
+    `announce_cached`, marked ``cache_hit: True`` (issue 58: a warm cache hid scored calls from the callbacks while
+    cached generated calls still reached them, so a tracer's count depended on the decoding mode)."""
 
     def __init__(self, lm: Any, scorer: TokenScorer) -> None:
         self.lm = lm
@@ -317,17 +320,43 @@ class TracedScorer:
         scorer, chat = self.scorer, list(messages)
         scored: list[NextTokenScores] = []
 
+        def run() -> dict[str, float]:
+            result = scorer.score_next_token(chat, assistant_prefix, candidates)
+            scored.append(result)
+            return dict(result.logprobs)
+
+        self._traced(chat, assistant_prefix, candidates, run, cache_hit=False)
+        return scored[0]
+
+    def announce_cached(
+        self,
+        messages: Sequence[ChatMessage],
+        assistant_prefix: str,
+        candidates: Sequence[str],
+        logprobs: Mapping[str, float],
+    ) -> None:
+        """Report a pass the scoring cache answered (nothing reached the backend) as the call it stands for."""
+        self._traced(list(messages), assistant_prefix, candidates, lambda: dict(logprobs), cache_hit=True)
+
+    def _traced(
+        self,
+        chat: list[ChatMessage],
+        assistant_prefix: str,
+        candidates: Sequence[str],
+        run: Callable[[], dict[str, float]],
+        *,
+        cache_hit: bool,
+    ) -> None:
         # Named and shaped as `dspy.LM.__call__` (``self``, ``prompt``, ``messages``, ``**kwargs``): `with_callbacks`
         # reports its arguments but ``self`` as the call's inputs.
         @with_callbacks
         def __call__(self: Any, prompt: Any = None, messages: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
-            result = scorer.score_next_token(chat, assistant_prefix, candidates)
-            scored.append(result)
-            return [{"text": max(result.logprobs, key=result.logprobs.__getitem__), "logprobs": dict(result.logprobs)}]
+            logprobs = run()
+            best = max(logprobs, key=logprobs.__getitem__)
+            return [{"text": best, "logprobs": logprobs, "cache_hit": cache_hit}]
 
         shown = [*chat, {"role": "assistant", "content": assistant_prefix}] if assistant_prefix else chat
         __call__(self.lm, messages=shown, max_tokens=1, logprobs=True, candidates=list(candidates))
-        return scored[0]
 
 
 class EndpointCapabilities(BaseModel):

@@ -70,16 +70,33 @@ class RunSettings(BaseModel):
 
 
 # Settings that change how a run goes, never what it answers: where the config was read from, the [run] table, time
-# limits, retries, caches, keys' variable names, prices and budgets. Left out of the config digest, so a run resumes
-# after a timeout is raised or the thread count changed (`answer_settings`); everything else is a different run.
+# limits, retries, caches, keys' variable names, prices and budgets, and where a service is reached (a backbone's
+# api_base, Tavily's api_base_url: the same server as localhost or 127.0.0.1, or a vLLM server restarted on another
+# node, serves the same model). Left out of the config digest, so a run resumes after a timeout is raised, the thread
+# count changed or its server moved (`answer_settings`); everything else (the model among it) is a different run.
 # The removed settings (`_REMOVED`) are left out too: a snapshot an older clearmed wrote holds them.
 _OPERATIONAL: Final[dict[str, Any]] = {
     "source": True,
     "run": True,
     "backbones": {
-        "__all__": {"timeout", "num_retries", "cache", "price", "prompt_cache_mb", "model_cache_dir", "api_key_env"}
+        "__all__": {
+            "timeout",
+            "num_retries",
+            "cache",
+            "price",
+            "prompt_cache_mb",
+            "model_cache_dir",
+            "api_key_env",
+            "api_base",
+        }
     },
-    "search": {"timeout": True, "cache_path": True, "cache_mode": True, "tavily": {"api_key_env"}, "max_results": True},
+    "search": {
+        "timeout": True,
+        "cache_path": True,
+        "cache_mode": True,
+        "tavily": {"api_key_env", "api_base_url"},
+        "max_results": True,
+    },
     "corpus": {"threads", "hit_cache", "hit_cache_mode", "k"},
 }
 

@@ -22,6 +22,7 @@ import copy
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from clearmed.config import ClearmedConfig
 from clearmed.core.errors import UsageError
 from clearmed.core.version import __version__
-from clearmed.optimize.splits import UsedIds
+from clearmed.optimize.splits import UsedIds, question_key_digest
 from clearmed.programs.adjudication.learned import LearnedModel
-from clearmed.signatures.records import Thresholds
+from clearmed.signatures.records import Question, Thresholds
 
 logger = logging.getLogger("clearmed.optimize")
 
@@ -273,12 +274,18 @@ def apply_artifact(program: dspy.Module, artifact: ProgramArtifact | None, confi
     return warnings
 
 
-def refuse_seen_ids(question_ids: list[str], artifact: ProgramArtifact, *, allow: bool) -> None:
-    """`clearmed eval` on ids the artifact was optimized on is not an evaluation: refuse unless allowed."""
-    seen = set(question_ids) & artifact.ids.seen()
+def refuse_seen_ids(questions: Sequence[Question], artifact: ProgramArtifact, *, allow: bool) -> None:
+    """`clearmed eval` on questions the artifact was optimized on is not an evaluation: refuse unless allowed. A
+    question is seen by its id, or by its text (`question_key_digest`: a twin under another id) where the artifact
+    recorded the digests of what it saw."""
+    seen_ids = artifact.ids.seen()
+    seen_keys = set(artifact.ids.seen_keys)
+    seen = {q.id for q in questions if q.id in seen_ids or (seen_keys and question_key_digest(q) in seen_keys)}
     if seen and not allow:
+        twins = sum(qid not in seen_ids for qid in seen)
+        how = f"; {twins} of them a repeat of a seen question under another id" if twins else ""
         examples = ", ".join(sorted(seen)[:3])
         raise UsageError(
-            f"{len(seen)} of the questions were used to optimize {artifact.path} ({examples}); "
+            f"{len(seen)} of the questions were used to optimize {artifact.path} ({examples}{how}); "
             "evaluate on other ids, or pass --allow-train-overlap to do it knowingly"
         )

@@ -1,18 +1,21 @@
 """Which question ids an optimizer may see, and the guard that keeps them out of any test report.
 
 Compiling sees train and validation ids; tuning sees train ids. Both are written into the artifact
-(`ids.json`), and every later report refuses to call a score on those ids a test score. A committed split of a
-benchmark (`docs/splits/`) comes from `seeded_split`, which also keeps a question that the benchmark repeats
-(MMLU asks some questions in two subjects) on one side only.
+(`ids.json`), and every later report refuses to call a score on those ids a test score. One question is one group:
+a question the benchmark repeats under another id (MMLU asks some questions in two subjects; MIRAGE's MMLU-Med holds
+63 such twins) is the same question (`question_key`), so a committed split (`seeded_split`), a tune split
+(`split_ids` with `groups`), the learned verifier's folds and eval's train-overlap guard (`seen_keys`) keep twins on
+one side.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +32,9 @@ class UsedIds(BaseModel):
     train: list[str] = Field(default_factory=list)
     val: list[str] = Field(default_factory=list)
     test: list[str] = Field(default_factory=list)
+    # The digests (`question_key_digest`) of the train and val questions, so that eval refuses a twin of a seen
+    # question under another id too; empty in an artifact written before they were recorded (ids alone are checked).
+    seen_keys: list[str] = Field(default_factory=list)
 
     def seen(self) -> set[str]:
         """Every id the optimizer looked at: never a test id."""
@@ -65,9 +71,24 @@ def _examples(ids: Iterable[str], limit: int = 3) -> str:
     return ", ".join(chosen[:limit]) + more
 
 
-def refuse_seen_as_test(test_ids: Collection[str], seen: Collection[str], *, what: str = "tuning") -> None:
-    """Raise a one-line error when any test id was seen by the optimizer."""
+def refuse_seen_as_test(
+    test_ids: Collection[str],
+    seen: Collection[str],
+    *,
+    what: str = "tuning",
+    groups: Mapping[str, str] | None = None,
+) -> None:
+    """Raise a one-line error when any test id was seen by the optimizer, or (with `groups`, id -> question key) is a
+    twin of a seen question under another id."""
     overlap = set(test_ids) & set(seen)
+    if groups is not None:
+        seen_groups = {groups.get(qid, qid) for qid in seen}
+        twins = {qid for qid in test_ids if qid not in overlap and groups.get(qid, qid) in seen_groups}
+        if twins:
+            raise UsageError(
+                f"refusing to report a test score on {len(twins)} ids that repeat a question used for {what} under "
+                f"another id ({_examples(twins)}; same stem and options); choose held-out questions"
+            )
     if overlap:
         raise UsageError(
             f"refusing to report a test score on {len(overlap)} ids used for {what} ({_examples(overlap)}); "
@@ -82,14 +103,25 @@ def split_ids(
     test_ids: Sequence[str] | None = None,
     train_fraction: float | None = None,
     seed: int = 0,
+    groups: Mapping[str, str] | None = None,
 ) -> UsedIds:
     """Train ids (what tuning sees) and test ids (held out), from explicit lists or a seeded fraction.
 
     With neither, every id is a train id and there is no test set. Explicit test ids must be disjoint from
     the train ids; ids that are not in the runs are an error, not silently dropped.
+
+    `groups` maps an id to its question (`question_key`): a seeded fraction draws whole questions, so twins land on
+    one side; a test id that repeats a train question is refused when named, and left out of the test set when it
+    is only the rest (it was seen, under its twin's id); a train id that repeats a named test question is left out of
+    the train set. Without `groups` every id is its own question.
     """
     known = list(dict.fromkeys(all_ids))
     known_set = set(known)
+    group = dict(groups or {})
+
+    def key(qid: str) -> str:
+        return group.get(qid, qid)
+
     for name, given in (("--train-ids", train_ids), ("--test-ids", test_ids)):
         if given is not None:
             unknown = set(given) - known_set
@@ -102,19 +134,22 @@ def split_ids(
     if train_ids is not None:
         train = [qid for qid in known if qid in set(train_ids)]
     elif train_fraction is not None:
-        order = list(known)
+        # Whole questions are drawn: with no twins this is the shuffle of the ids it always was.
+        order = list(dict.fromkeys(key(qid) for qid in known))
         random.Random(seed).shuffle(order)
         chosen = set(order[: max(1, round(train_fraction * len(order)))])
-        train = [qid for qid in known if qid in chosen]
+        train = [qid for qid in known if key(qid) in chosen]
     elif test_ids is not None:
-        train = [qid for qid in known if qid not in set(test_ids)]
+        held = {key(qid) for qid in test_ids}
+        train = [qid for qid in known if key(qid) not in held]
     else:
         train = list(known)
     if test_ids is not None:
-        refuse_seen_as_test(test_ids, train)
+        refuse_seen_as_test(test_ids, train, groups=group)
         test = [qid for qid in known if qid in set(test_ids)]
     else:
-        test = [qid for qid in known if qid not in set(train)]
+        seen = {key(qid) for qid in train}
+        test = [qid for qid in known if key(qid) not in seen]
     if not train:
         raise UsageError("no train ids left to tune on")
     return UsedIds(train=train, test=test)
@@ -132,6 +167,17 @@ def question_key(question: Question) -> str:
     since a repeat is a leak whatever its answer key says."""
     options = sorted(_normalised(text) for text in (question.options or {}).values())
     return "\n".join([_normalised(question.text), *options])
+
+
+def question_key_digest(question: Question) -> str:
+    """A short digest of `question_key`, what an artifact records of each question it saw (`UsedIds.seen_keys`):
+    enough to recognise a twin, without copying the benchmark's text into the artifact."""
+    return hashlib.sha256(question_key(question).encode("utf-8")).hexdigest()[:16]
+
+
+def question_groups(questions: Iterable[Question]) -> dict[str, str]:
+    """Each question's id mapped to its question (`question_key`): the `groups` of `split_ids`."""
+    return {question.id: question_key(question) for question in questions}
 
 
 class SeededSplit(BaseModel):

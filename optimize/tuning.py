@@ -21,7 +21,12 @@ import optuna
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.core.errors import UsageError
-from clearmed.optimize.pool_fit import PooledWeights, weights_by_likelihood
+from clearmed.optimize.pool_fit import (
+    MIN_BINDING_QUESTIONS,
+    PooledWeights,
+    binding_shortfall,
+    weights_by_likelihood,
+)
 from clearmed.optimize.rescore import CostUnit, OnMiss, Rescorer, TrialScore
 from clearmed.optimize.splits import UsedIds, refuse_seen_as_test
 from clearmed.optimize.verifier_fit import LearnedFit, fit_learned, learned_items
@@ -55,6 +60,9 @@ PARAMETERS: dict[str, _Param] = {
     # study (`fitted_base`, `optimize.pool_fit`), not searched: nothing for a trial to suggest. (Searching them for
     # train accuracy, the removed `calibrated_weights` group, lost on held-out ids: docs/results.md.)
     "calibrated_fit": _Param(lambda trial: {}, {}),
+    # Evidence binding's two betas, fitted jointly with the four pooling weights (implies calibrated_fit) from the
+    # passage-only scores the train records hold (`[program] evidence_binding`): no LM call (`optimize.pool_fit`).
+    "binding_fit": _Param(lambda trial: {}, {}),
     # The learned verifier (`verifier_mode = "learned"`): a logistic model over the competing answers' features,
     # fitted on the train records (`optimize.verifier_fit`) and written to the artifact's learned.json.
     "learned_fit": _Param(lambda trial: {}, {}),
@@ -184,22 +192,29 @@ class FittedBase:
 def fitted_base(rescorer: Rescorer, params: Sequence[str], train: set[str], skip: Sequence[str] = ()) -> FittedBase:
     """The paper's thresholds plus what is fitted rather than searched, from the train ids' records only: with
     `calibrated_fit`, the four pooling weights; with `learned_fit`, the learned verifier (refused if a `skip` id,
-    a held-out one, is among them)."""
+    a held-out one, is among them; withheld, so that it falls back on every question, unless its repeated grouped
+    cross-validation beats the deterministic verifier: `verifier_fit.ship_verdict`)."""
     items = [item for item in rescorer.items if item.question_id in train and not item.static]
     base = Thresholds()
     pool_fit = None
-    if "calibrated_fit" in params:
-        pool_fit = weights_by_likelihood(item.decision for item in items)
+    if "calibrated_fit" in params or "binding_fit" in params:
+        binding = "binding_fit" in params
+        pool_fit = weights_by_likelihood((item.decision for item in items), binding=binding)
         if pool_fit.questions < MIN_POOL_FIT_QUESTIONS:
             raise UsageError(
                 f"--params calibrated_fit: {pool_fit.questions} train questions have scored pathway distributions; "
                 f'the fit needs at least {MIN_POOL_FIT_QUESTIONS} (record the runs with mcq_decoding = "score")'
             )
+        if binding and pool_fit.bound_questions < MIN_BINDING_QUESTIONS:
+            raise UsageError(binding_shortfall(pool_fit.bound_questions))
         base = base.model_copy(update=pool_fit.weights)
     learned_fit = None
     if "learned_fit" in params:
         pairs = [(item.decision.bundle.initial(), item.decision.agreement) for item in items]
         learned_fit = fit_learned(learned_items((b, a) for b, a in pairs if a is not None), skip_ids=skip)
+        if learned_fit.withheld:  # it did not beat the deterministic verifier on its own pilot: it decides nothing
+            model = learned_fit.model.model_copy(update={"withheld": learned_fit.withheld})
+            learned_fit = learned_fit.model_copy(update={"model": model})
     return FittedBase(base, pool_fit, learned_fit)
 
 

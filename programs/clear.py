@@ -16,7 +16,7 @@ from clearmed.programs.adjudication.calibrated import (
     calibrated_fallback,
     calibrated_verify,
 )
-from clearmed.programs.adjudication.learned import LearnedModel, learned_verify
+from clearmed.programs.adjudication.learned import LearnedModel, answer_holders, learned_verify
 from clearmed.programs.adjudication.rules import gate_accepts
 from clearmed.programs.assessors.agreement import CandidateAgreement
 from clearmed.programs.assessors.guard_audit import ChallengeAudit, OverrideGuard
@@ -41,11 +41,13 @@ from clearmed.signatures.records import (
     FollowUpRound,
     GuardAssessment,
     LearnedVerdict,
+    OptionScores,
     Question,
     RuleId,
     StepError,
     Thresholds,
     VerifierOutput,
+    top_options,
 )
 from clearmed.signatures.records.question import OptionTexts, as_question
 from clearmed.signatures.records.results import AgreementResult, PathwayResult, ResponseResult, VerifierResult
@@ -232,6 +234,40 @@ class CLEAR(dspy.Module):
             )
         return bundle, steps
 
+    def bind_evidence(self, bundle: EvidenceBundle) -> tuple[EvidenceBundle, AdjudicationStep | None]:
+        """Evidence binding (issue 56): on a disputed single-answer MCQ (two or more distinct letters), each answered
+        evidence pathway's prompt scored once more with the question removed, p(o | P), recorded on its candidate
+        (`passage_only_scores`, or `binding_fallback`: why not) and in the trail. An agreed question pays nothing."""
+        question = bundle.question
+        if question.answer_mode != "single" or not question.options or len(answer_holders(bundle)) < 2:
+            return bundle, None
+        readers = {
+            "local": (self.local.reader, bundle.local_passages),
+            "dynamic": (self.dynamic.reader, bundle.dynamic_passages),
+        }
+        candidates, said = [], []
+        for candidate in bundle.candidates:
+            if candidate.pathway not in readers or candidate.answer is None:
+                candidates.append(candidate)
+                continue
+            if candidate.passage_only_scores is not None:  # a recorded pathway that brought its own: not scored again
+                candidates.append(candidate)
+                said.append(f"{candidate.pathway}: p(o | P) as recorded")
+                continue
+            reader, passages = readers[candidate.pathway]
+            bound = reader.passage_only(question, passages, candidate)
+            if isinstance(bound, OptionScores):
+                update: dict[str, object] = {"passage_only_scores": bound}
+                said.append(f"{candidate.pathway}: p(o | P) {top_options(bound.probs)}")
+            else:
+                update = {"binding_fallback": bound}
+                said.append(f"{candidate.pathway}: no binding term ({bound})")
+            candidates.append(candidate.model_copy(update=update))
+        if not said:
+            return bundle, None
+        step = AdjudicationStep(mechanism="pathways", trigger="evidence binding", outcome="; ".join(said))
+        return bundle.model_copy(update={"candidates": candidates}), step
+
     # ------------------------------------------------------------------------------------------ forward
 
     def forward(self, question: Question | str, options: OptionTexts | None = None) -> dspy.Prediction:
@@ -252,6 +288,10 @@ class CLEAR(dspy.Module):
         agreement: Agreement = agreed.agreement
         if agreed.error is not None:
             steps.append(AdjudicationStep(mechanism="agreement", outcome="normaliser used", error=agreed.error))
+        if self.settings.evidence_binding:
+            bundle, binding = self.bind_evidence(bundle)
+            if binding is not None:
+                steps.append(binding)
         mechanisms = Mechanisms(
             guard=self.settings.enable_guard,
             audit=self.settings.enable_audit,

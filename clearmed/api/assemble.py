@@ -7,12 +7,14 @@ The only place that joins the packages together; everything below it is usable a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dspy
+from dspy.utils.caching import default_cache_dir
 
 from clearmed.backbones.factory import build_lm
 from clearmed.config import ClearmedConfig
@@ -43,9 +45,30 @@ def build_role_lms(config: ClearmedConfig, roles: tuple[str, ...] = ("main", "as
     return built
 
 
+# The LM cache folder of a config that names none: $DSPY_CACHEDIR as the process started, else DSPy's default.
+_PROCESS_LM_CACHE_DIR = default_cache_dir()
+
+
 def configure_lm_cache(config: ClearmedConfig) -> None:
-    if config.run.lm_cache_dir is not None:
-        os.environ.setdefault("DSPY_CACHEDIR", str(config.run.lm_cache_dir))
+    """Point DSPy's LM cache at the config's folder (``[run] lm_cache_dir``, else the process's default), so each
+    config's replies go to its own folder, each cell of a suite too. The folder used to be set once per process (the
+    first config's won, for every later cell). A disk cache switched off (`dspy.configure_cache`, the tests) stays
+    off; the memory cache keeps its setting and starts empty with a new folder."""
+    wanted = os.fspath(config.run.lm_cache_dir.expanduser()) if config.run.lm_cache_dir else _PROCESS_LM_CACHE_DIR
+    cache = vars(dspy).get("cache")  # not `dspy.cache`: reading it builds DSPy's default cache
+    if cache is None:  # DSPy builds it on first use, in $DSPY_CACHEDIR
+        os.environ["DSPY_CACHEDIR"] = wanted
+        return
+    current = getattr(cache, "disk_cache_dir", None)
+    if not getattr(cache, "enable_disk_cache", False) or (
+        current is not None and os.path.realpath(current) == os.path.realpath(wanted)
+    ):
+        return
+    dspy.configure_cache(
+        enable_disk_cache=True, enable_memory_cache=bool(cache.enable_memory_cache), disk_cache_dir=wanted
+    )
+    with contextlib.suppress(Exception):  # the previous folder's connections; nothing reads it any more
+        cache.disk_cache.close()
 
 
 def build_clear(config: ClearmedConfig, *, role_lms: dict[str, dspy.BaseLM] | None = None) -> CLEAR:

@@ -1,5 +1,6 @@
 """`clearmed.compare_runs`: the one door of `clearmed compare` and of a suite's comparisons. Finished run folders
-side by side (`clearmed.evaluation.compare`), paired against the first run of each benchmark, a chosen `baseline`
+(or a suite's folder: every run below it, as `clearmed report` and `export` take it) side by side
+(`clearmed.evaluation.compare`), paired against the first run of each benchmark, a chosen `baseline`
 or all pairs, and with `out` every file of the comparison written there (`clearmed.report.comparison_files`:
 Markdown, CSV, JSON, a LaTeX table and the plots as PNG, PDF or SVG)."""
 
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.core.errors import UsageError
 from clearmed.evaluation.compare import Comparison, compare
+from clearmed.evaluation.results_table import run_folders
 from clearmed.report.markdown import comparison_markdown
 from clearmed.report.plots import PlotFormat
 
@@ -38,14 +40,15 @@ def compare_runs(
     all_pairs: bool = False,
     plot_format: PlotFormat = "png",
 ) -> CompareResult:
-    """Compare finished run folders (`common`: each on the question ids clean in every run of its benchmark). Each
-    run is paired against the first run of its benchmark, or against the run folder `baseline` (compared first if
-    it is not among `runs`), or with `all_pairs` every pair; with several pairs a Holm-adjusted p is added. The
-    keywords are `clearmed compare`'s options, named as its argparse destinations."""
+    """Compare finished run folders, or the runs below a suite's folder (`results_table.run_folders`: a folder
+    holding no manifest.json stands for every run folder below it); `common`: each on the question ids clean in every
+    run of its benchmark. Each run is paired against the first run of its benchmark, or against the run folder
+    `baseline` (compared first if it is not among `runs`), or with `all_pairs` every pair; with several pairs a
+    Holm-adjusted p is added. The keywords are `clearmed compare`'s options, named as its argparse destinations."""
     if plot_format not in get_args(PlotFormat):
         raise UsageError(f"--plot-format must be one of {', '.join(get_args(PlotFormat))}, not {plot_format!r}")
     comparison = compare(
-        [Path(run) for run in runs],
+        [folder for run in runs for folder in run_folders(Path(run))],  # a run named twice is compared with itself
         common=common,
         baseline=Path(baseline) if baseline is not None else None,
         all_pairs=all_pairs,

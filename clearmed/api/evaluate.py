@@ -12,6 +12,7 @@ the answer, or a `Question` record.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,16 @@ if TYPE_CHECKING:
     from clearmed.optimize.artifacts import ProgramArtifact
     from clearmed.signatures.records import Question
 
-__all__ = ["EvalRequest", "LeftToRedo", "estimate_run", "evaluate", "left_to_redo", "question_of"]
+__all__ = [
+    "EvalRequest",
+    "LeftToRedo",
+    "estimate_run",
+    "evaluate",
+    "left_to_redo",
+    "question_of",
+    "run_line",
+    "unfinished_line",
+]
 
 
 def evaluate(
@@ -66,8 +76,30 @@ def evaluate(
     run = _Run.prepared(request)
     run.execute(request.stop_after)
     summary = run.finish()
-    run.console.print(f"run folder: {run.spec.run_dir}")
+    if request.quiet:  # the run's one line
+        run.console.print(run_line(summary, run.spec.run_dir), markup=False, highlight=False, soft_wrap=True)
+    else:
+        run.console.print(f"run folder: {run.spec.run_dir}")
     return summary
+
+
+def run_line(summary: RunSummary, run_dir: Path) -> str:
+    """A finished run in one line (`--quiet`): what ran, how many questions, the accuracy with its 95% Wilson
+    interval, the degraded questions, the dollars spent, and the folder."""
+    accuracy = summary.accuracy
+    if accuracy is None or accuracy.accuracy is None:
+        scored = "not scored"
+    else:
+        interval = accuracy.wilson
+        bounds = f" [{interval.low:.1%}, {interval.high:.1%}]" if interval is not None else ""
+        scored = f"accuracy {accuracy.accuracy:.1%}{bounds}"
+    usd = summary.spend.usd if summary.spend is not None else None
+    spent = f", ${usd:.2f}" if usd else ""
+    interrupted = ", interrupted" if summary.interrupted else ""
+    return (
+        f"{summary.program} on {summary.benchmark}: {summary.evaluated}/{summary.planned} questions, {scored}, "
+        f"{summary.degraded} degraded{spent}{interrupted}: {run_dir}"
+    )
 
 
 def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary], object]) -> int:
@@ -91,20 +123,25 @@ def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary
     left = left_to_redo(summary, partial=request.stop_after is not None)
     if not left:
         return ExitCode.DONE
+    # --keep-degraded keeps them on every resume: only a rerun without it redoes them.
+    rerun = "rerun without --keep-degraded" if request.keep_degraded and left.degraded else "rerun the same command"
+    console.print(f"clearmed: {unfinished_line(summary, left, rerun)}", markup=False, highlight=False)
+    return ExitCode.UNFINISHED
+
+
+def unfinished_line(summary: RunSummary, left: LeftToRedo, rerun: str) -> str:
+    """The line of a run summarized with questions left to redo (exit 4): how many degraded (by failed stage) and
+    not recorded, and `rerun`, the command that resumes and redoes them."""
     said = []
     if left.degraded:
         stages = ", ".join(sorted(summary.degraded_stages))
-        said.append(f"{left.degraded} of {summary.planned} questions degraded (failed after their retries: {stages})")
+        at = f"; at {', '.join(sorted(summary.degraded_endpoints))}" if summary.degraded_endpoints else ""
+        said.append(
+            f"{left.degraded} of {summary.planned} questions degraded (failed after their retries: {stages}{at})"
+        )
     if left.unrecorded:
         said.append(f"{left.unrecorded} of {summary.planned} questions not recorded")
-    # --keep-degraded keeps them on every resume: only a rerun without it redoes them.
-    rerun = "rerun without --keep-degraded" if request.keep_degraded and left.degraded else "rerun the same command"
-    console.print(
-        f"clearmed: {'; '.join(said)}; summary written; {rerun} to resume and redo them",
-        markup=False,
-        highlight=False,
-    )
-    return ExitCode.UNFINISHED
+    return f"{'; '.join(said)}; summary written; {rerun} to resume and redo them"
 
 
 @dataclass(frozen=True)
@@ -186,7 +223,11 @@ class _Run:
             raise UsageError(f"max_cost must be a positive number of US dollars, not {max_cost:g} (--max-cost)")
         if request.pilot is not None and (not request.estimate or request.pilot < 1):
             raise UsageError("--pilot N (N >= 1) runs the first N questions for --estimate; give both")
+        if request.threads is not None and request.threads < 1:
+            raise UsageError(f"threads must be at least 1, not {request.threads} (--threads)")
         threads = request.threads or config.run.num_threads
+        if spec.run_dir.exists() and not spec.run_dir.is_dir():
+            raise UsageError(f"{spec.run_dir} is a file, not a run folder: give --run-dir a folder (new or a run's)")
         return cls(request, spec, config, artifact, recorded, threads, max_cost, console)
 
     def execute(self, stop_after: int | None) -> None:
@@ -196,17 +237,18 @@ class _Run:
         from clearmed.core.endpoints import forget_reached
         from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
         from clearmed.evaluation import run_evaluation
-        from clearmed.evaluation.runner import BudgetReached
+        from clearmed.evaluation.runner import BudgetReached, RunInterrupted
         from clearmed.evaluation.scoring import grader_for
 
         module = program_with_artifact(self.request.program, self.config, self.artifact, self.recorded)
+        self._start_from_smaller_run()
         reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
         # Each run meets its endpoints anew: a suite's next cell against a server that died since the last one stops
         # in one line, as a run of its own would, instead of degrading every question.
         forget_reached()
         try:
-            # Ctrl-C lets the questions in flight finish (and raises KeyboardInterrupt), a second one cuts their
-            # retries and attempts short.
+            # Ctrl-C lets the questions in flight finish (and raises `RunInterrupted`), a second one cuts their
+            # retries and attempts short (and raises at once).
             with second_interrupt_cuts_retries():
                 run_evaluation(
                     self.spec,
@@ -215,7 +257,7 @@ class _Run:
                     scorer=grader_for(self.config),
                     num_threads=self.threads,
                     console=self.console,
-                    show_progress=self.request.show_progress,
+                    show_progress=self.request.show_progress and not self.request.quiet,
                     stop_after=stop_after,
                     keep_degraded=self.request.keep_degraded,
                     max_cost=self.max_cost,
@@ -223,13 +265,42 @@ class _Run:
         except BudgetReached:
             self.finish()
             raise
+        except RunInterrupted:  # Ctrl-C, its questions in flight finished: the folder summarized, marked so
+            self.finish(interrupted=True)
+            raise
 
-    def finish(self) -> RunSummary:
+    def _start_from_smaller_run(self) -> None:
+        """A default folder not made yet starts from the default folder of the same run on a smaller `--limit` (the
+        same seed draws a prefix of the same permutation), so a larger limit asks only the questions it adds; said in
+        one line naming that folder, which is left as it was (`runner.start_from_smaller_run`)."""
+        from clearmed.evaluation.runner import start_from_smaller_run
+        from clearmed.evaluation.store import read_records
+
+        spec = self.spec
+        if self.request.run_dir is not None or spec.shard is not None or spec.run_dir.exists():
+            return
+        older = start_from_smaller_run(
+            spec.run_dir, smaller_draws(spec.run_dir, spec.limit, spec.seed), spec, self.config
+        )
+        if older is not None:
+            carried = sum(1 for _ in read_records(spec.run_dir))
+            self.console.print(
+                f"note: {spec.run_dir} starts from {older} (the same run on a smaller --limit): its {carried} finished "
+                f"questions carried over, that folder left as it was",
+                style="yellow",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    def finish(self, *, interrupted: bool = False) -> RunSummary:
         """summary.json, summary.md, leakage.json, plots and the HTML report of what the run folder holds."""
         from clearmed.evaluation.spend import Prices
         from clearmed.report.run_folder import finish_run_folder
 
-        return finish_run_folder(self.spec.run_dir, Prices.of(self.config), self.console)
+        # --quiet: its one line says where the report is (the folder), and nothing else of the finish is printed
+        console = user_console(stderr=True, quiet=True) if self.request.quiet else self.console
+        return finish_run_folder(self.spec.run_dir, Prices.of(self.config), console, interrupted=interrupted)
 
 
 def request_config(request: EvalRequest) -> ClearmedConfig:
@@ -271,7 +342,7 @@ def _eval_spec(
     if artifact is not None:
         from clearmed.optimize.artifacts import refuse_seen_ids
 
-        refuse_seen_ids([q.id for q in questions], artifact, allow=request.allow_train_overlap)
+        refuse_seen_ids(questions, artifact, allow=request.allow_train_overlap)
     name = _program_name(request.program)
     label = name if artifact is None else f"{name}+{artifact.path.resolve().name}"
     recorded = recorded_pathways(request.pathway, questions)
@@ -300,10 +371,18 @@ def _eval_spec(
         seed=request.seed,
         artifact=str(artifact.path.resolve()) if artifact is not None else None,
         recorded_pathways={r.pathway: r.source for r in recorded},
+        overrides=_overrides(request.overrides),
         shard=shard,
         dataset_revision=bench.revision,
     )
     return spec, config, artifact, recorded
+
+
+def _overrides(given: Sequence[str]) -> list[str]:
+    """`--set` overrides as a run records them: one per key (its last value), sorted by key, so that one sweep cell is
+    named alike however its values were ordered (as `clearmed.config.overrides_label` names its folder)."""
+    latest = {key.strip(): value.strip() for key, _, value in (item.partition("=") for item in given)}
+    return [f"{key}={value}" for key, value in sorted(latest.items())]
 
 
 def default_run_dir(
@@ -327,6 +406,21 @@ def default_run_dir(
     named = f"-{label}" if label else ""
     part = f"-shard{shard[0]}of{shard[1]}" if shard else ""
     return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{named}{part}"
+
+
+def smaller_draws(run_dir: Path, limit: int | None, seed: int) -> list[Path]:
+    """The default folders beside `run_dir` (a default folder, `default_run_dir`) that differ from it only in a smaller
+    `--limit` (any limit, for a run of all the questions), the largest first."""
+    named = re.match(rf"^(?P<head>.+)-(?:n\d+|all)-s{seed}(?P<tail>.*)$", run_dir.name)
+    if named is None or not run_dir.parent.is_dir():
+        return []
+    pattern = re.compile(rf"^{re.escape(named['head'])}-n(\d+)-s{seed}{re.escape(named['tail'])}$")
+    found = [
+        (int(match[1]), folder)
+        for folder in run_dir.parent.iterdir()
+        if (match := pattern.match(folder.name)) and folder.is_dir() and (limit is None or int(match[1]) < limit)
+    ]
+    return [folder for _, folder in sorted(found, reverse=True)]
 
 
 def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Question], RunShard | None]:

@@ -48,6 +48,7 @@ class EvalRequest(BaseModel):
     pathway: list[str] = []  # NAME=SOURCE: a recorded (or absent) pathway
     shard: str | None = None  # K/N
     stop_after: int | None = None  # stop after N questions (tests, and the pilot)
+    quiet: bool = False  # one line a run (no progress, no tables); notes, warnings and errors are still said
     # The Python door's own.
     questions: list[Question] | None = None  # given in place of a benchmark's; `benchmark` names them
     show_progress: bool = True

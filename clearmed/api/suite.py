@@ -13,7 +13,7 @@ sibling folders) and their merge into the cell's folder; once merged, the cell's
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -117,20 +117,25 @@ def evaluate_suite(
     *,
     on_summary: Callable[[RunSummary], object] | None = None,
     console: Console | None = None,
+    quiet: bool = False,
 ) -> int:
     """Run every cell of `suite` not done before, in order, in this process; its exit code (`ExitCode`): 0 when all
     are done; 4 when a cell ended with degraded or unrecorded questions (the other cells still run, and the closing
     line names each such cell's folder; rerunning the suite redoes those questions); 3 when a cell reached its
     budget (the suite stops there; rerunning it resumes). A fatal service error or bad input is one line
     (`UsageError`). `on_summary` receives each summary a cell (or merge) writes, as the commands print them. The
-    comparisons (`suite_comparisons`) are left to the caller (`clearmed suite` then calls `compare_suite`)."""
+    comparisons (`suite_comparisons`) are left to the caller (`clearmed suite` then calls `compare_suite`).
+    `quiet`: every run says one line (`EvalRequest.quiet`), and the suite its closing line."""
     from clearmed.core.exit_codes import ExitCode
 
     console = console or user_console(stderr=True, soft_wrap=True)
     plan = plan_suite(suite)
+    if quiet:
+        plan = [_quietly(planned) for planned in plan]
     failed: list[str] = []  # the folders of the cells left with questions to redo, each with what
     for number, planned in enumerate(plan, start=1):
-        console.print(f"suite: cell {number}/{len(plan)}: {planned.describe()}", markup=False, highlight=False)
+        if not quiet:
+            console.print(f"suite: cell {number}/{len(plan)}: {planned.describe()}", markup=False, highlight=False)
         code, left = _run_cell(planned, console, on_summary or (lambda summary: None))
         if left:
             failed.append(f"{planned.run_dir} ({left})")
@@ -152,10 +157,19 @@ def evaluate_suite(
     return ExitCode.DONE
 
 
-def merge_shards(runs: Sequence[str | Path], out: str | Path, *, console: Console | None = None) -> RunSummary:
+def _quietly(planned: PlannedCell) -> PlannedCell:
+    """The cell with each of its evals saying one line (`EvalRequest.quiet`)."""
+    evals = [request.model_copy(update={"quiet": True}) for request in planned.evals]
+    return replace(planned, evals=evals, resume=planned.resume.model_copy(update={"quiet": True}))
+
+
+def merge_shards(
+    runs: Sequence[str | Path], out: str | Path, *, console: Console | None = None, quiet: bool = False
+) -> RunSummary:
     """The run folders of all N shards of a run (`shard="K/N"`) joined into `out` (new, or an earlier merge of them)
     and finished as `clearmed.evaluate` finishes its folder (summary, tables, plots, HTML report), at the prices of
-    the shards' config; its summary."""
+    the shards' config; its summary. `quiet`: the merged run's one line (`run_line`) is all it prints."""
+    from clearmed.api.evaluate import run_line
     from clearmed.evaluation.compare import snapshot_prices
     from clearmed.evaluation.merge import join_shard_folders
     from clearmed.report.run_folder import finish_run_folder
@@ -163,8 +177,9 @@ def merge_shards(runs: Sequence[str | Path], out: str | Path, *, console: Consol
     console = console or user_console(stderr=True, soft_wrap=True)
     folder = Path(out)
     join_shard_folders([Path(run) for run in runs], folder)
-    summary = finish_run_folder(folder, snapshot_prices(folder), console)
-    console.print(f"run folder: {folder}", markup=False, highlight=False)
+    finishing = user_console(stderr=True, quiet=True) if quiet else console
+    summary = finish_run_folder(folder, snapshot_prices(folder), finishing)
+    console.print(run_line(summary, folder) if quiet else f"run folder: {folder}", markup=False, highlight=False)
     return summary
 
 
@@ -214,5 +229,5 @@ def _run_cell(
         code = ExitCode.DONE if _finished(request) else evaluate_to_exit_code(request, on_summary)
         if code not in (ExitCode.DONE, ExitCode.UNFINISHED):
             return code, left
-    of_the_cell(merge_shards(planned.shard_dirs, planned.run_dir))
+    of_the_cell(merge_shards(planned.shard_dirs, planned.run_dir, quiet=planned.resume.quiet))
     return (ExitCode.UNFINISHED if left else ExitCode.DONE), left

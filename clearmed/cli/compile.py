@@ -88,7 +88,7 @@ def run_compile(args: argparse.Namespace) -> int:
     from clearmed.api import assemble
     from clearmed.optimize.artifacts import new_manifest, prepare_out_dir, write_artifact
     from clearmed.optimize.compiling import CompileLMs, compile_program, resolve_stages
-    from clearmed.optimize.splits import UsedIds
+    from clearmed.optimize.splits import UsedIds, question_key_digest
 
     config = config_from_args(args)
     _, train, val = _select(args)
@@ -121,7 +121,9 @@ def run_compile(args: argparse.Namespace) -> int:
         stages=report.stages,
         has_program_state=True,
     )
-    ids = UsedIds(train=[q.id for q in train], val=[q.id for q in val])
+    # The digests let eval refuse a twin of a seen question under another id too (`artifacts.refuse_seen_ids`).
+    seen_keys = sorted({question_key_digest(q) for q in [*train, *val]})
+    ids = UsedIds(train=[q.id for q in train], val=[q.id for q in val], seen_keys=seen_keys)
     thresholds = getattr(compiled, "thresholds", config.thresholds)
     write_artifact(
         out,

@@ -30,7 +30,11 @@ def run_eval(args: argparse.Namespace) -> int:
     if request.estimate:
         user_console(soft_wrap=True).print(estimate_run(request).render(request.benchmark), markup=False)
         return 0
-    return evaluate_to_exit_code(request, _print_summary)
+    return evaluate_to_exit_code(request, _quiet if request.quiet else _print_summary)
+
+
+def _quiet(summary: RunSummary) -> None:
+    """--quiet: the run's one line (`clearmed.api.evaluate.run_line`) is all it prints of its summary."""
 
 
 def _print_summary(summary: RunSummary) -> None:
@@ -126,6 +130,9 @@ def _add_run_arguments(evaluate: argparse.ArgumentParser) -> None:
         metavar="K/N",
         help="evaluate shard K of N of the run's questions (round robin by position; join them with clearmed merge)",
     )
+    evaluate.add_argument(
+        "--quiet", action="store_true", help="one line for the run: no progress bar, no tables (notes and errors stay)"
+    )
     evaluate.add_argument("--stop-after", type=int, help=argparse.SUPPRESS)
 
 
@@ -136,7 +143,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     evaluate.set_defaults(func=run_eval)
 
     compare = commands.add_parser("compare")
-    compare.add_argument("runs", nargs="+", help="run folders")
+    compare.add_argument("runs", nargs="+", help="run folders, or a suite's folder (every run below it)")
     compare.add_argument(
         "--out", help="folder for comparison.md, runs.csv, pairs.csv, comparison.json, comparison.tex and the plots"
     )

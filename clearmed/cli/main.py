@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pydantic
 
@@ -270,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         # Ctrl-C lets the questions in flight finish; a second one cuts their retries and attempts short.
-        with second_interrupt_cuts_retries():
+        with second_interrupt_cuts_retries(), _warnings_as_lines():
             return handler(args)
     # Apart, so that refusing bad input never imports the layers that define the others. A fatal service error (a
     # rejected key, an exhausted balance, a missing model) is one line too: no retry or later question would mend it.
@@ -278,8 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error_line(err)
     except _known_errors() as err:
         return _error_line(err)
-    except KeyboardInterrupt:
-        print("clearmed: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"clearmed: {_interrupted_line(err)}", file=sys.stderr)
         return ExitCode.INTERRUPTED
     except Exception as err:  # the last line of defence: one clear line, traceback only on request
         if args.debug:
@@ -289,6 +291,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return ExitCode.FAILED
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """A Python warning shown while a command runs is one line, `warning: MESSAGE (Category)`, not Python's form with
+    the file, line and source line of the code that warned (which tells a user nothing they can act on)."""
+    shown = warnings.showwarning
+
+    def one_line(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        print(f"warning: {_printable(str(message))} ({category.__name__})", file=file or sys.stderr)
+
+    warnings.showwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+def _interrupted_line(err: KeyboardInterrupt) -> str:
+    """What Ctrl-C left: a run says what it recorded (`evaluation.runner.RunInterrupted.line`); a second Ctrl-C cut
+    the questions in flight short; either way the same command resumes."""
+    from clearmed.core.retries import retries_cut
+
+    line = getattr(err, "line", None)
+    if isinstance(line, str) and not retries_cut():
+        return line
+    cut = " (the questions in flight were cut short, not recorded)" if retries_cut() else ""
+    return f"interrupted{cut}; rerun the same command to resume"
 
 
 def _error_line(err: BaseException) -> int:

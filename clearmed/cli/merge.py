@@ -6,12 +6,25 @@ import argparse
 
 
 def run_merge(args: argparse.Namespace) -> int:
+    """Exit 0 when the merged run holds every question clean, else 4 with the line `clearmed eval` gives (its
+    degraded and unrecorded questions, redone by resuming the merged folder)."""
+    from clearmed.api.evaluate import left_to_redo, unfinished_line
     from clearmed.api.suite import merge_shards
     from clearmed.cli.evaluate import _print_summary
+    from clearmed.core.console import user_console
+    from clearmed.core.exit_codes import ExitCode
 
     # the summary, plots and report `clearmed eval` leaves in its folder, at the prices of the shards' config
-    _print_summary(merge_shards(args.runs, args.out))
-    return 0
+    summary = merge_shards(args.runs, args.out)
+    _print_summary(summary)
+    left = left_to_redo(summary)
+    if not left:
+        return ExitCode.DONE
+    rerun = f"rerun the shards' clearmed eval command without --shard and with --run-dir {args.out}"
+    user_console(stderr=True, soft_wrap=True).print(
+        f"clearmed: {unfinished_line(summary, left, rerun)}", markup=False, highlight=False
+    )
+    return ExitCode.UNFINISHED
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -72,11 +72,11 @@ def run_suite(args: argparse.Namespace) -> int:
         for argv in (argv for name in chosen for argv in sections[name]):
             print(f"clearmed {shlex.join(argv)}")
         return 0
-    code = evaluate_suite(suite, on_summary=_print_summary)
+    code = evaluate_suite(suite, on_summary=None if args.quiet else _print_summary, quiet=args.quiet)
     if code:
         return code
-    for compared in compare_suite(suite, plan):
-        user_console(soft_wrap=True).print(compared.markdown, markup=False, highlight=False)
+    for compared in compare_suite(suite, plan):  # --quiet: written to the files alone
+        user_console(soft_wrap=True, quiet=args.quiet).print(compared.markdown, markup=False, highlight=False)
     user_console(stderr=True).print(
         f"suite: {len(plan)} cells done; comparisons in {suite.out / 'compare'}", markup=False
     )
@@ -103,6 +103,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=[],
         metavar="SECTION.KEY=VALUE",
         help="override a setting of every cell's config (repeatable; added to the suite file's overrides)",
+    )
+    suite.add_argument(
+        "--quiet",
+        action="store_true",
+        help="one line a run and the closing line: no progress bars, no tables (notes and errors stay)",
     )
     suite.add_argument(
         "--print-commands",

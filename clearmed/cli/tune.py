@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,7 +53,7 @@ def _ids(path: str | None) -> list[str] | None:
 
 def run_tune(args: argparse.Namespace) -> int:
     from clearmed.optimize.rescore import load_items
-    from clearmed.optimize.splits import refuse_seen_as_test, split_ids
+    from clearmed.optimize.splits import question_groups, question_key_digest, refuse_seen_as_test, split_ids
     from clearmed.optimize.tuning import TuneSettings, parse_params, redact_storage, tune
 
     if args.cost_weight < 0:
@@ -60,13 +61,17 @@ def run_tune(args: argparse.Namespace) -> int:
     params = parse_params(args.params)
     out, compiled = _out_and_compiled(args)
     items, loaded = load_items(args.run)
+    groups = question_groups(item.question for item in items)  # a question repeated under two ids: one side
     ids = split_ids(
         [item.question_id for item in items],
         train_ids=_ids(args.train_ids),
         test_ids=_ids(args.test_ids),
         train_fraction=args.train_fraction,
         seed=args.seed,
+        groups=groups,
     )
+    train = set(ids.train)
+    ids.seen_keys = sorted({question_key_digest(item.question) for item in items if item.question_id in train})
     if compiled is not None:
         refuse_seen_as_test(ids.test, compiled.ids.seen(), what="compiling the program")
     config = _run_config(args)
@@ -197,7 +202,8 @@ def _report(summary: TuneSummary) -> str:
         lines += [
             "",
             f"pooling weights fitted by likelihood on {fit.questions} train questions: {weights} "
-            f"(mean log-likelihood of the gold {fit.mean_log_likelihood:.4f}; a weight of 0: that pathway adds nothing)",
+            f"(mean log-likelihood of the gold {fit.mean_log_likelihood:.4f}; a weight of 0: that pathway adds nothing)"
+            + (f"; the binding betas from {fit.bound_questions} disputed questions" if fit.bound_questions else ""),
         ]
     if summary.learned_fit is not None:
         lines += ["", *_learned_report(summary.learned_fit)]
@@ -206,8 +212,9 @@ def _report(summary: TuneSummary) -> str:
 
 
 def _learned_report(fit: LearnedFit) -> list[str]:
-    """The learned verifier's fit: its margin and domain, each feature's weight, and the cross-validated accuracy
-    per benchmark and backbone against the deterministic verifier on the same disputed questions."""
+    """The learned verifier's fit: its margin and domain, each feature's weight, and the nested cross-validated
+    accuracy per benchmark and backbone against the deterministic verifier on the same disputed questions, as mean ±
+    SD over random grouped partitions; then whether it ships, in one line."""
     model = fit.model
     weights = ", ".join(f"{name} {w:+.3f}" for name, w in sorted(fit.weights.items(), key=lambda kv: -abs(kv[1])))
     lines = [
@@ -215,17 +222,52 @@ def _learned_report(fit: LearnedFit) -> list[str]:
         f"question): margin {model.margin:g}; fitted on {', '.join(model.domain.benchmarks)} / "
         f"{', '.join(model.domain.formats)} / {', '.join(model.domain.backbones)}",
         f"weights per standard deviation: {weights}",
-        "",
-        "| cell (benchmark, backbone) | disputed | learned CV | deterministic | decided by the model |",
-        "|---|---|---|---|---|",
     ]
-    for score in fit.cross_validated:
-        n = max(1, score.questions)
-        lines.append(
-            f"| {score.cell} | {score.questions} | {score.learned_correct / n:.3f} | "
-            f"{score.deterministic_correct / n:.3f} | {score.decided} |"
-        )
+    repeated = fit.repeated
+    if repeated is not None and repeated.partitions:
+        n = len(repeated.partitions)
+        lines += [
+            "",
+            f"nested cross-validation over {n} random grouped partitions (mean ± SD); share = (learned - better "
+            "pathway) / (oracle - better pathway) on the disputed questions",
+            "",
+            "| cell (benchmark, backbone) | disputed | deterministic | learned CV | share | decided by the model "
+            "| partitions at or above the deterministic |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for cell in repeated.cells():
+            scores = repeated.of_cell(cell)
+            q = max(1, scores[0].questions)
+            accuracy = _mean_sd([s.learned_correct / q for s in scores])
+            share = _mean_sd([s.share for s in scores])
+            decided = _mean_sd([float(s.decided) for s in scores])
+            above = sum(s.learned_correct >= s.deterministic_correct for s in scores)
+            lines.append(
+                f"| {cell} | {scores[0].questions} | {scores[0].deterministic_correct / q:.3f} | "
+                f"{accuracy[0]:.3f} ± {accuracy[1]:.3f} | {share[0]:+.2f} ± {share[1]:.2f} | "
+                f"{decided[0]:.0f} ± {decided[1]:.0f} | {above} / {n} |"
+            )
+        from clearmed.metrics import mcnemar_exact_p
+        from clearmed.report.markdown import p_text
+
+        gain, sd = repeated.gain()
+        pooled, pooled_sd = repeated.pooled_share()
+        pairs = [(sum(c.gained for c in part.cells), sum(c.lost for c in part.cells)) for part in repeated.partitions]
+        gained = _mean_sd([float(g) for g, _ in pairs])
+        lost = _mean_sd([float(lo) for _, lo in pairs])
+        p = statistics.median(mcnemar_exact_p(g, lo) for g, lo in pairs)
+        lines += [
+            "",
+            f"pooled share {pooled:+.3f} ± {pooled_sd:.3f}; against the deterministic verifier {gained[0]:.1f} gained "
+            f"/ {lost[0]:.1f} lost a partition (net {gain:+.1f} ± {sd:.1f}; exact McNemar p, median over the "
+            f"partitions, {p_text(p)}), at or above it on {repeated.at_or_above()} of {n} partitions",
+        ]
+    lines += ["", fit.withheld or "learned fit ships: over its partitions it beats the deterministic verifier"]
     return lines
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -14,11 +14,16 @@ from rich.console import Console
 
 
 def user_console(
-    *, stderr: bool = False, file: IO[str] | None = None, soft_wrap: bool | None = None, highlight: bool = True
+    *,
+    stderr: bool = False,
+    file: IO[str] | None = None,
+    soft_wrap: bool | None = None,
+    highlight: bool = True,
+    quiet: bool = False,
 ) -> Console:
     """A console on stdout (or stderr, or `file`) that wraps on a terminal and never in a log; with `soft_wrap`, never
-    (text meant to be copied whole, such as a Markdown table)."""
-    console = Console(stderr=stderr, file=file, highlight=highlight)
+    (text meant to be copied whole, such as a Markdown table); `quiet`: it prints nothing (`--quiet`)."""
+    console = Console(stderr=stderr, file=file, highlight=highlight, quiet=quiet)
     # Decided once, as it is made: whether the stream is a terminal does not change during a command.
     console.soft_wrap = soft_wrap or not console.is_terminal
     return console

@@ -13,6 +13,7 @@ server that went away since stops as a run of its own would.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from typing import Literal
@@ -24,6 +25,7 @@ __all__ = [
     "ConnectFailure",
     "connect_failure",
     "endpoint_of",
+    "endpoints_named",
     "forget_reached",
     "has_reached",
     "mark_reached",
@@ -34,6 +36,9 @@ ConnectFailure = Literal["refused", "not_found"]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # How far down an exception's causes to look (DSPy's LMTransportError -> lm15 errors -> ConnectionRefusedError is 4).
 _MAX_DEPTH = 8
+
+# An endpoint as `endpoint_of` writes it, inside a sentence.
+_NAMED = re.compile(r"\b[a-z][a-z0-9+.-]*://(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d+")
 
 _reached: set[str] = set()
 _lock = threading.Lock()
@@ -51,6 +56,12 @@ def endpoint_of(url: str) -> str:
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
     return f"{scheme}://{host}:{port or _DEFAULT_PORTS.get(scheme, 80)}"
+
+
+def endpoints_named(text: str) -> list[str]:
+    """The endpoints (``scheme://host:port``, as `endpoint_of` writes them) a message names, each once, in order: an LM
+    failure names the endpoint it came from (`clearmed.backbones.client`), so a degraded question says where."""
+    return list(dict.fromkeys(_NAMED.findall(text)))
 
 
 def mark_reached(url: str) -> None:

@@ -17,7 +17,8 @@ A metered service also reports what a call billed with `note_credits` (Tavily: c
 scope tells a caller what the call cost, and a cache hit, which never reaches the service, costs nothing.
 
 Two bounds keep a call from holding a run: `bounded_call` gives one attempt a total deadline (an HTTP client's timeout
-only bounds the wait for the next byte, so a server trickling a byte a second never trips it), and `pause`, the wait
+only bounds the wait for the next byte, so a server trickling a byte a second never trips it), counted from the
+attempt's first socket, so the client's own setup before it is not spent from the server's time, and `pause`, the wait
 between retries, ends at once when the retries are cut: `cut_retries()`, which a second Ctrl-C calls
 (`second_interrupt_cuts_retries`). A cut chain raises `RetriesCut`, a `KeyboardInterrupt`, so no step records it as
 its failure.
@@ -310,12 +311,14 @@ def retrying_async(
 
 
 class _Attempt:
-    """One bounded attempt: when it must end, the sockets it reads from, and whether the watchdog ended it."""
+    """One bounded attempt: its deadline, when it must end, the sockets it reads from, and whether the watchdog ended
+    it."""
 
-    __slots__ = ("ended", "ends", "sockets")
+    __slots__ = ("deadline_s", "ended", "ends", "sockets")
 
-    def __init__(self, ends: float | None) -> None:
-        self.ends = ends
+    def __init__(self, deadline_s: float | None) -> None:
+        self.deadline_s = deadline_s
+        self.ends = None if deadline_s is None else time.monotonic() + deadline_s
         self.sockets: list[socket.socket] = []
         self.ended = False
 
@@ -350,9 +353,17 @@ class _Watchdog:
 
     def guard(self, attempt: _Attempt, sock: socket.socket) -> None:
         with self._wake:
+            running = attempt in self._attempts
+            if running and not attempt.sockets and attempt.deadline_s is not None and not _CUT.is_set():
+                # The attempt's first socket: its deadline runs from here. What the client did before it (DSPy choosing
+                # its engine, LiteLLM importing itself on its first call: seconds of CPU) is not the server's time; a
+                # 2 s timeout was spent on it, and a refused connection surfaced as a timeout (issue 58).
+                attempt.ends = time.monotonic() + attempt.deadline_s
+                attempt.ended = False  # nothing was shut: the watchdog had no socket to end
+                self._wake.notify()
             if attempt.ended:
                 _shut(sock)
-            elif attempt in self._attempts:
+            elif running:
                 attempt.sockets.append(sock)
 
     def _run(self) -> None:
@@ -405,7 +416,8 @@ def _hook_connects() -> None:
 
 def bounded_call(call: Callable[[], _T], deadline_s: float | None) -> _T:
     """``call()`` with a total deadline: `DeadlineExceeded` when it has not returned within ``deadline_s`` seconds (no
-    bound when None), `RetriesCut` when the retries are cut meanwhile.
+    bound when None) of its first socket (connected or reused; of the call's start when it used none), `RetriesCut`
+    when the retries are cut meanwhile.
 
     The call runs in this thread. At the deadline or the cut the watchdog shuts the attempt's sockets down; the client's
     blocked read ends at once, and whatever the call then raises or returns (a client may take the shut connection for
@@ -414,7 +426,7 @@ def bounded_call(call: Callable[[], _T], deadline_s: float | None) -> _T:
     if retries_cut():
         raise RetriesCut("retries cut short")
     _hook_connects()
-    attempt = _Attempt(None if deadline_s is None else time.monotonic() + deadline_s)
+    attempt = _Attempt(deadline_s)
     token = _ATTEMPT.set(attempt)
     _WATCHDOG.start(attempt)
     try:

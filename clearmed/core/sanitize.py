@@ -20,6 +20,7 @@ import base64
 import os
 import re
 import threading
+from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
 # C0 and C1 controls except tab and newline; DEL; and the invisible format characters that reorder or hide
@@ -116,6 +117,17 @@ def mend_surrogates_in(data: object) -> tuple[object, int]:
         mended = [mend_surrogates_in(item) for item in data]
         return [item for item, _ in mended], sum(count for _, count in mended)
     return data, 0
+
+
+def mend_inputs(inputs: Mapping[str, object]) -> dict[str, object]:
+    """A call's inputs with every half character in their texts (and lists and dicts of texts) replaced
+    (`mend_surrogates_in`): a reply cut mid-emoji that a later prompt quotes reaches the model as U+FFFD, where it
+    would fail the call (no provider can receive a lone surrogate) and drop that step. Other values pass as they are."""
+    mended: dict[str, object] = {}
+    for name, value in inputs.items():
+        repaired, count = mend_surrogates_in(value) if isinstance(value, str | list | dict) else (value, 0)
+        mended[name] = repaired if count else value
+    return mended
 
 
 def _environment_secrets() -> list[str]:

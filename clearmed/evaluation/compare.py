@@ -36,12 +36,17 @@ from clearmed.metrics import PairedComparison, holm_adjust, paired_comparison
 
 
 class ComparedRun(BaseModel):
-    """One run folder as the comparison sees it."""
+    """One run folder as the comparison sees it, named by what produced it as `results_frame` names it (`RunLabel`):
+    the model that answered, the config, its `--set` overrides and the seed."""
 
     model_config = ConfigDict(extra="forbid")
 
     label: str
     folder: str
+    model: str | None = None
+    config: str = ""
+    overrides: str | None = None
+    seed: int = 0
     summary: RunSummary
     correct: dict[str, bool]  # question id -> scored correct, degraded ones wrong (unscored questions are absent)
 
@@ -111,6 +116,8 @@ def folder_summary(
 def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:
     """Each finished run folder (one with a summary.json) summarized from its records; with `common`, any run folder,
     on the ids that are clean in every run of the same benchmark."""
+    from clearmed.evaluation.results_table import run_label  # it builds on this module's summaries
+
     runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
     for folder in folders:
         manifest = load_manifest(folder / MANIFEST)
@@ -128,6 +135,7 @@ def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[Compared
             raise RunStoreError(f"the {', '.join(empty)} runs share no question ids; compare them without --common")
     compared = []
     for (folder, manifest, records), label in zip(runs, _labels(folders), strict=True):
+        named = run_label(folder, manifest, records)
         set_aside = read_set_aside_degraded(folder)
         if common:
             ids = shared[manifest.benchmark]
@@ -135,7 +143,18 @@ def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[Compared
             manifest = manifest.model_copy(update={"question_ids": [q for q in manifest.question_ids if q in ids]})
             set_aside = [r for r in set_aside if r.question_id in ids]
         summary = folder_summary(folder, manifest, records, set_aside=set_aside, whole=not common)
-        compared.append(ComparedRun(label=label, folder=str(folder), summary=summary, correct=_correct(records)))
+        compared.append(
+            ComparedRun(
+                label=label,
+                folder=str(folder),
+                model=named.model,
+                config=named.config,
+                overrides=named.overrides,
+                seed=named.seed,
+                summary=summary,
+                correct=_correct(records),
+            )
+        )
     return compared
 
 

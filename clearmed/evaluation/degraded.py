@@ -13,9 +13,10 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
+from clearmed.core.endpoints import endpoints_named
 from clearmed.signatures.records import Decision, StepError
 
-__all__ = ["degraded_stages", "step_errors", "transient_failures"]
+__all__ = ["degraded_endpoints", "degraded_stages", "step_errors", "transient_failures"]
 
 
 def _errors(value: object) -> Iterator[StepError]:
@@ -49,3 +50,11 @@ def transient_failures(decision: Decision) -> list[StepError]:
 def degraded_stages(decision: Decision) -> list[str]:
     """The stages that failed after their retries, in trail order; empty for a clean question."""
     return list(dict.fromkeys(error.stage for error in transient_failures(decision)))
+
+
+def degraded_endpoints(decision: Decision) -> list[str]:
+    """The endpoints (``scheme://host:port``) the decision's transient failures name, in trail order: where the
+    stages that failed were asked (an LM failure names its endpoint: `clearmed.backbones.client`)."""
+    return list(
+        dict.fromkeys(where for error in transient_failures(decision) for where in endpoints_named(error.message))
+    )

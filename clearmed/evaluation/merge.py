@@ -45,8 +45,12 @@ from clearmed.evaluation.store import (
 __all__ = ["ShardMergeError", "join_shard_folders", "unanswered_ids"]
 
 # Every field of the manifest makes two shards shards of one run, but these: the shard's own questions and shard
-# (compared as `RunShard`s), when it was created, and where its config was read (its digest is compared).
-_OF_THE_SHARD = frozenset({"question_ids", "question_digests", "shard", "created", "config_source"})
+# (compared as `RunShard`s), when it was created, where its config was read (its digest is compared) and the
+# endpoints it reached (shards run on several nodes; the merged run lists them all); its `--set` overrides, as given
+# (the config digest compares what they made).
+_OF_THE_SHARD = frozenset(
+    {"question_ids", "question_digests", "shard", "created", "config_source", "endpoints", "overrides"}
+)
 # What a merge writes before its manifest: a folder holding these alone (and their temporary files) is a merge killed
 # before it finished, which the next merge redoes.
 _JOINED = (RESULTS, DEGRADED, UNREADABLE, SPEND_LOG)
@@ -213,12 +217,17 @@ def _merged_manifest(ordered: Sequence[_Shard], full: list[str]) -> RunManifest:
     digests = [shard.manifest.question_digests for shard in ordered]
     joined = {qid: d for part in digests if part is not None for qid, d in part.items()}
     created = min(shard.manifest.created for shard in ordered)
+    endpoints: dict[str, list[str]] = {}
+    for shard in ordered:
+        for role, addresses in shard.manifest.endpoints.items():
+            endpoints.setdefault(role, []).extend(a for a in addresses if a not in endpoints[role])
     return ordered[0].manifest.model_copy(
         update={
             "question_ids": full,
             "question_digests": joined if all(part is not None for part in digests) else None,
             "shard": None,
             "created": created,
+            "endpoints": endpoints,
         }
     )
 

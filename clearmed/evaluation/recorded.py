@@ -17,7 +17,9 @@ Three layouts are read:
   the three as ``candidates.direct`` / ``.bm25`` / ``.online``, read the same way. Given as the file or its folder.
   (The rows are as ``methods/direct/run_direct.py``, ``methods/BM25/run_bm25.py`` and ``methods/clear/run_clear.py``
   write them; ``summarize_retrieved_docs`` is in ``methods/common/retrieval.py``; an online row as the replay reads it.)
-- **clearmed's own run folders** (``manifest.json`` and ``results.jsonl``): each record's candidate for the pathway.
+- **clearmed's own run folders** (``manifest.json`` and ``results.jsonl``): each record's candidate for the pathway,
+  with its option scores where the run scored its answers (``Candidate.option_scores``), so a replay's scored
+  features are the live run's.
 
 The answer is located as MIRAGE's own evaluation does (``src/utils.py`` ``locate_answer``: the text after
 ``"answer_choice": "``, then its chain of patterns), with two differences, both so that no answer is made up:
@@ -40,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clearmed.signatures.records import (
     Answer,
     Candidate,
+    OptionScores,
     Passage,
     PathwayName,
     PathwayResult,
@@ -86,6 +89,10 @@ class RecordedReply(BaseModel):
     # The evidence the recorded pathway read (the CLEAR code's retrieved documents and web sources), labelled.
     passages: list[Passage] = Field(default_factory=list)
     quality: SourceQuality = Field(default_factory=SourceQuality)
+    # The option probabilities a scored answer was read from (a clearmed run with `mcq_decoding = "score"`), kept so
+    # that a replay feeds the calibrated and learned verifiers what the live run fed them; None where none were
+    # recorded (MIRAGE and the CLEAR code record replies only).
+    option_scores: OptionScores | None = None
 
 
 class RecordedPathway(BaseModel):
@@ -159,6 +166,7 @@ class RecordedPathway(BaseModel):
             retriever="recorded" if self.pathway == "local" else None,
             recorded_from=reply.source or self.path,
             error=error,
+            option_scores=reply.option_scores,
         )
 
 
@@ -304,6 +312,7 @@ def _read_clearmed(run_dir: Path, pathway: PathwayName, questions: Sequence[Ques
             source=str(run_dir / "results.jsonl"),
             passages=list(passages),
             quality=bundle.source_quality if pathway == "dynamic" else SourceQuality(),
+            option_scores=candidate.option_scores,
         )
     for question in questions:
         replies.setdefault(question.id, RecordedReply(question_id=question.id, status="missing", source=str(run_dir)))

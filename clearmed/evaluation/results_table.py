@@ -1,9 +1,11 @@
 """Run folders as tables: `results_frame` (one row per question: what `clearmed export` writes) and `runs_frame` (one
 row per run), each row naming its run.
 
-Every row carries the run's label (`RunLabel`): its folder, program, benchmark, the model of each backbone role (the
-run folder's config snapshot, config.json), the config's name and digest, the benchmark's revision, the seed and the
-shard. So frames of several runs concatenate, and grouping by `model` keeps two models apart. Both frames take a run
+Every row carries the run's label (`RunLabel`): its folder, program, benchmark, the model that answered (the
+config's main backbone, or the model of pathways recorded by another run: MIRAGE's GPT-4 and GPT-3.5 runs are two
+models though one config adjudicated both), the model of each backbone role (the run folder's config snapshot,
+config.json), the config's name and digest and its `--set` overrides (a sweep's cell), the benchmark's revision, the
+seed and the shard. So frames of several runs concatenate, and grouping by `model` keeps two models apart. Both frames take a run
 folder, a suite's folder (every run folder below it: one holding a manifest.json, less the shards of a run merged
 there), or a list of either, as `str` or `Path` (`run_folders`).
 
@@ -41,7 +43,7 @@ from clearmed.evaluation.store import (
     read_records,
 )
 from clearmed.evaluation.summary import RunSummary
-from clearmed.signatures.records import Answer
+from clearmed.signatures.records import PATHWAYS, Answer
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,11 +53,14 @@ RunFolders = str | Path | Sequence[str | Path]
 
 
 class RunLabel(BaseModel):
-    """What names a run, first in every row. The models are the config snapshot's `model` of each role
-    ([backbones.<role>]); `assessor_model` is the main model where no assessor is configured, as the program
-    then assesses with it; a role the config lacks is None (no judge: free text unscored; `teacher_model` and
-    `prompt_model` play only in `clearmed compile`). `config` is the config file's stem, as a suite names its
-    folders; `shard` is "K/N" for one shard of a run, else None. `recorded_pathways` names the pathways read from
+    """What names a run, first in every row. `model` is what answered: the config's main model (`config_model`), or,
+    where pathways were recorded by another run (`eval --pathway`), the recorded pathways' models, with the config's
+    main model after them when a pathway still ran live (" + " between them). The other models are the config
+    snapshot's `model` of each role ([backbones.<role>]); `assessor_model` is the main model where no assessor is
+    configured, as the program then assesses with it; a role the config lacks is None (no judge: free text unscored;
+    `teacher_model` and `prompt_model` play only in `clearmed compile`). `overrides` are the run's `--set` values (a
+    sweep's cell: "program.dynamic_k=4; program.local_k=3", one per key, sorted), None without any. `config` is the
+    config file's stem, as a suite names its folders; `shard` is "K/N" for one shard of a run, else None. `recorded_pathways` names the pathways read from
     another run instead of asked of the model (`eval --pathway`: "local=FOLDER; parametric=FOLDER"), and `artifact`
     the compiled program's folder (`--program-artifact`): both change what answered, as the model does."""
 
@@ -65,12 +70,14 @@ class RunLabel(BaseModel):
     program: str
     benchmark: str
     model: str | None
+    config_model: str | None
     assessor_model: str | None
     judge_model: str | None
     teacher_model: str | None
     prompt_model: str | None
     config: str
     config_digest: str
+    overrides: str | None
     revision: str | None
     seed: int
     shard: str | None
@@ -80,7 +87,7 @@ class RunLabel(BaseModel):
 
 # A backbone role -> its column (a role added to BACKBONE_ROLES needs one: tests/evaluation/test_results_table.py).
 ROLE_COLUMNS: dict[str, str] = {
-    "main": "model",
+    "main": "config_model",
     "assessor": "assessor_model",
     "judge": "judge_model",
     "teacher": "teacher_model",
@@ -187,8 +194,9 @@ def _run_key(manifest: RunManifest, list_digest: str) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------------ the label
 
 
-def run_label(run_dir: Path, manifest: RunManifest) -> RunLabel:
-    """The label of a run folder: its manifest, and the models its config snapshot names (None: none readable)."""
+def run_label(run_dir: Path, manifest: RunManifest, records: Sequence[EvalRecord] = ()) -> RunLabel:
+    """The label of a run folder: its manifest, the models its config snapshot names (None: none readable), and the
+    model that answered (`answering_model`, from its `records`)."""
     models = _snapshot_models(run_dir)
     models.setdefault("assessor", models.get("main"))  # no [backbones.assessor]: the main model assesses
     shard = manifest.shard
@@ -196,8 +204,10 @@ def run_label(run_dir: Path, manifest: RunManifest) -> RunLabel:
         run=str(run_dir),
         program=manifest.program,
         benchmark=manifest.benchmark,
+        model=answering_model(manifest, records, models.get("main")),
         config=config_name(manifest.config_source),  # a rerun of a run folder's config: that folder's name
         config_digest=manifest.config_digest,
+        overrides="; ".join(manifest.overrides) or None,
         revision=manifest.dataset_revision,
         seed=manifest.seed,
         shard=f"{shard.index}/{shard.count}" if shard is not None else None,
@@ -206,6 +216,23 @@ def run_label(run_dir: Path, manifest: RunManifest) -> RunLabel:
         artifact=manifest.artifact,
         **{column: models.get(role) for role, column in ROLE_COLUMNS.items()},
     )
+
+
+def answering_model(manifest: RunManifest, records: Sequence[EvalRecord], config_model: str | None) -> str | None:
+    """The model whose answers a run holds: the config's main model; in a run over recorded pathways, the models the
+    recorded candidates name (MIRAGE's "OpenAI/gpt-4-32k"), then the config's main model if a pathway ran live
+    (neither recorded nor left out), joined by " + "."""
+    if not manifest.recorded_pathways:
+        return config_model
+    recorded: dict[str, str] = {}
+    for record in records:
+        for candidate in record.decision.bundle.candidates:
+            if candidate.recorded_from and candidate.model:
+                recorded.setdefault(candidate.pathway, candidate.model)
+    models = [recorded[pathway] for pathway in PATHWAYS if pathway in recorded]
+    if config_model and any(pathway not in manifest.recorded_pathways for pathway in PATHWAYS):
+        models.append(config_model)
+    return " + ".join(dict.fromkeys(models)) or config_model
 
 
 def _snapshot_models(run_dir: Path) -> dict[str, str | None]:
@@ -268,9 +295,9 @@ class _Run:
 
 def _read_run(run_dir: Path) -> _Run:
     manifest = load_manifest(run_dir / MANIFEST)
-    label = run_label(run_dir, manifest)
-    prices = snapshot_prices(run_dir)  # prices a record written before records carried dollars
     records = sorted(read_records(run_dir), key=lambda record: record.index)
+    label = run_label(run_dir, manifest, records)
+    prices = snapshot_prices(run_dir)  # prices a record written before records carried dollars
     rows = [_row(label, record, record_usd(record, prices)) for record in records]
     return _Run(run_dir, manifest, label, records, rows)
 

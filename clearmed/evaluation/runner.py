@@ -2,7 +2,8 @@
 
 The question list is fixed in the manifest when the folder is created, with a digest of each question (its text,
 options and gold: `store.question_digest`), so a resumed run evaluates exactly the questions it started with (or grows
-by the questions a longer list of the same draw adds, saying so; another list is refused naming both values), and a
+by the questions a longer list of the same draw adds, saying so; another list is refused naming both values; a new
+default folder starts from the run of the same draw on a smaller `--limit`: `start_from_smaller_run`), and a
 benchmark file changed since is refused before anything runs; a list that names a question twice is refused too (it
 would be answered and scored twice). Finished questions are never recomputed, except degraded ones (a stage failed
 after its retries), which a resume redoes unless asked to keep them. Questions run one at a time or on
@@ -11,7 +12,9 @@ character in a reply (a lone surrogate) is replaced by U+FFFD as the record is w
 says so (`mended_record`); a record that would still not load back (a NaN) is reported and recorded as failed in its
 place, and a line that cannot be read counts as not done (a resume redoes it): either way the run goes on.
 
-A run stops early, cleanly and resumably, in two cases. A `FatalServiceError` (a rejected key, an exhausted balance, a
+A run stops early, cleanly and resumably, in three cases. Ctrl-C starts no further question and lets the questions in
+flight finish (each runs on a worker thread, one thread too, so the interrupt never lands inside one), then raises
+`RunInterrupted`; a second Ctrl-C is raised at once. A `FatalServiceError` (a rejected key, an exhausted balance, a
 missing model, from the LM or from Tavily; a corrupt cache or index) starts no further question, lets the questions in
 flight finish, writes no record for the question that met it, and is raised. A budget (`max_cost`, US dollars of LM
 calls, Tavily credits and grading) starts no question once the run's spend has reached it (`BudgetReached`). The spend
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +55,8 @@ from clearmed.evaluation.spend import Prices, record_usd
 from clearmed.evaluation.spend_log import SpendLog
 from clearmed.evaluation.store import (
     DEGRADED,
+    MANIFEST,
+    RESULTS,
     UNREADABLE,
     EvalRecord,
     RunManifest,
@@ -81,6 +87,7 @@ class EvalSpec:
     recorded_pathways: dict[str, str] = field(default_factory=dict)
     shard: RunShard | None = None  # `questions` are this shard of the run's list (`eval --shard K/N`)
     dataset_revision: str | None = None  # the hub revision the questions were read at (`BenchmarkSet.revision`)
+    overrides: Sequence[str] = ()  # the `--set` overrides of the config (a sweep's cell), recorded in the manifest
 
 
 class BudgetReached(Exception):
@@ -196,13 +203,27 @@ class _Running:
             return f"acc {accuracy} ({self.correct}/{self.scored}){degraded}  {per_q}{spent}"
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the run: no further question was started, the questions in flight finished and were recorded
+    (the run resumes with the same command). `line` is what the command says of it."""
+
+    def __init__(self, recorded: int, planned: int) -> None:
+        self.recorded, self.planned = recorded, planned
+        self.line = (
+            f"interrupted: the questions in flight finished ({recorded} of {planned} questions recorded); "
+            "rerun the same command to resume"
+        )
+        super().__init__(self.line)
+
+
 class _Stop:
-    """Why no further question may start: a fatal service error (kept to raise) or the budget."""
+    """Why no further question may start: a fatal service error (kept to raise), the budget, or Ctrl-C."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.fatal: FatalServiceError | None = None
         self.budget = False
+        self.interrupted = False
 
     def set_fatal(self, error: FatalServiceError) -> None:
         with self.lock:
@@ -211,7 +232,7 @@ class _Stop:
     @property
     def requested(self) -> bool:
         with self.lock:
-            return self.fatal is not None or self.budget
+            return self.fatal is not None or self.budget or self.interrupted
 
 
 def _extends(snapshot: object, current: object, non_default: object) -> bool:
@@ -320,9 +341,11 @@ def open_run(
             clearmed_version=__version__,
             artifact=spec.artifact,
             recorded_pathways=spec.recorded_pathways,
+            overrides=[redact_secrets(item) for item in spec.overrides],
             shard=spec.shard,
             dataset_revision=spec.dataset_revision,
             question_digests=digests,
+            endpoints={role: [address] for role, address in run_endpoints(config).items()},
         )
         # The config snapshot first: the manifest is what makes a folder a run, so a kill between the two
         # writes must not leave a run without its config.
@@ -371,7 +394,89 @@ def open_run(
             )
     if not (store.directory / "config.json").is_file():  # a folder from before that ordering, killed in between
         store.write_json("config.json", config_snapshot(config))
+    existing = _with_endpoints(store, existing, run_endpoints(config), note)
     return _grown(store, existing, spec, digests, note)
+
+
+def run_endpoints(config: ClearmedConfig) -> dict[str, str]:
+    """Where the config reaches each service, by role: a backbone's `api_base` (an embedded model has none) and
+    Tavily's address as `search`, credentials masked. Not part of a run's identity (`clearmed.config`: the same
+    server as localhost or 127.0.0.1 is the same run); the manifest records each one a run used."""
+    found = {
+        role: redact_secrets(address)
+        for role, backbone in config.backbones.items()
+        if isinstance(address := getattr(backbone, "api_base", None), str)
+    }
+    if config.search is not None and config.search.backend == "tavily":
+        from clearmed.retrieval.tavily import DEFAULT_API_BASE
+
+        found["search"] = redact_secrets(config.search.tavily.api_base_url or DEFAULT_API_BASE)
+    return found
+
+
+def _with_endpoints(
+    store: RunStore, manifest: RunManifest, current: dict[str, str], note: Callable[[str], object] | None
+) -> RunManifest:
+    """The manifest with each endpoint this session reaches added where it is new to the run, said in one line (the
+    run resumes all the same: the address is no part of what it is)."""
+    used = {role: list(addresses) for role, addresses in manifest.endpoints.items()}
+    moved = [
+        f"{role} at {address} (before: {', '.join(used[role])})"
+        for role, address in current.items()
+        if used.get(role) and address not in used[role]
+    ]
+    for role, address in current.items():
+        if address not in used.setdefault(role, []):
+            used[role].append(address)
+    if used == manifest.endpoints:
+        return manifest
+    updated = manifest.model_copy(update={"endpoints": used})
+    store.write_manifest(updated)
+    if moved and note is not None:
+        note(
+            f"note: {store.directory} resumes on another endpoint: {'; '.join(moved)}; the summary lists every "
+            "endpoint the run used"
+        )
+    return updated
+
+
+def start_from_smaller_run(
+    run_dir: Path, candidates: Sequence[Path], spec: EvalSpec, config: ClearmedConfig
+) -> Path | None:
+    """Start the new folder `run_dir` from the first of `candidates` (default folders of smaller draws: the same
+    command with a smaller `--limit`, largest first) that holds this run on fewer of its questions: the same program,
+    benchmark, config, seed, artifact and recorded pathways, every question among those asked now. Its records, the
+    ones it set aside, its spend log, config and manifest are copied (that folder is left as it is), so its finished
+    questions are not asked again and `open_run` grows the copy. The folder it started from, or None."""
+    from clearmed.evaluation.spend_log import SPEND_LOG
+    from clearmed.evaluation.store import load_manifest
+
+    asked = {q.id for q in spec.questions}
+    digest = config_digest(config)
+    for older in candidates:
+        try:
+            manifest = load_manifest(older / MANIFEST)
+        except (OSError, ValueError, RunStoreError):
+            continue
+        same = (
+            (manifest.program, manifest.benchmark, manifest.seed, manifest.artifact, manifest.recorded_pathways)
+            == (spec.program, spec.benchmark, spec.seed, spec.artifact, spec.recorded_pathways)
+            and manifest.shard is None
+            and set(manifest.question_ids) <= asked
+            and (manifest.config_digest == digest or same_config_as_snapshot(older, config))
+        )
+        if not same:
+            continue
+        staging = run_dir.with_name(run_dir.name + ".starting")
+        shutil.rmtree(staging, ignore_errors=True)  # a start killed midway is begun again
+        staging.mkdir(parents=True)
+        with RunStore(older):  # no eval is writing it while it is read
+            for name in ("config.json", RESULTS, DEGRADED, UNREADABLE, SPEND_LOG, MANIFEST):
+                if (older / name).is_file():
+                    shutil.copy2(older / name, staging / name)
+        staging.rename(run_dir)  # whole or not at all: a folder with a manifest is a run
+        return older
+    return None
 
 
 def _list_options(existing: RunManifest, spec: EvalSpec, sep: str) -> list[str]:
@@ -649,22 +754,25 @@ class EvalRun:
                 if lines is not None:
                     lines.tick(self.running)
 
-            if self.num_threads <= 1:
-                for question in self.todo:
-                    if not self.may_start():
-                        break
-                    self.started += 1
-                    self.step(question)
-                    tick()
-            else:
-                self.started = _evaluate_threaded(self.todo, self.step, self.num_threads, tick, self.may_start)
+            # One thread too runs its question on a worker: the main thread only waits, so Ctrl-C (which Python
+            # raises in the main thread) never lands inside a question, and the question in flight finishes.
+            self.started = _evaluate_threaded(
+                self.todo, self.step, max(1, self.num_threads), tick, self.may_start, self._interrupted
+            )
         if lines is not None:
             lines.end(self.running)
+
+    def _interrupted(self) -> None:
+        with self.stop.lock:
+            self.stop.interrupted = True
+        self._warn("interrupted: letting the questions in flight finish (Ctrl-C again stops at once)")
 
     def finish(self) -> list[EvalRecord]:
         """Raise what stopped the run early; else every record of the run, in the manifest's order."""
         if self.stop.fatal is not None:
             raise self.stop.fatal
+        if self.stop.interrupted:
+            raise RunInterrupted(self.running.count, len(self.manifest.question_ids))
         if self.stop.budget and self.max_cost is not None:
             raise BudgetReached(self.running.spent_so_far(), self.max_cost, len(self.todo) - self.started)
         return sorted(read_records(self.spec.run_dir), key=lambda record: record.index)
@@ -676,21 +784,40 @@ def _evaluate_threaded(
     threads: int,
     tick: Callable[[], None],
     may_start: Callable[[], bool],
+    interrupted: Callable[[], None],
 ) -> int:
     """Keep `threads` questions in flight while `may_start()` allows; return how many were started. Once it refuses,
-    the questions in flight finish and nothing else starts."""
+    the questions in flight finish and nothing else starts. The first Ctrl-C calls `interrupted` (which makes
+    `may_start` refuse) and the questions in flight finish; a second one is raised at once (and, through
+    `clearmed.core.retries.second_interrupt_cuts_retries`, cuts their attempts short)."""
     pending: set[Future[EvalRecord | None]] = set()
     queue = list(reversed(todo))
     started = 0
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clearmed-eval") as pool:
+    pressed = False
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clearmed-eval")
+    try:
         while queue or pending:
             while queue and len(pending) < threads and may_start():
                 pending.add(pool.submit(evaluate, queue.pop()))
                 started += 1
             if not pending:
                 break
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            try:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:
+                if pressed:
+                    raise
+                pressed = True
+                interrupted()
+                continue
             for future in finished:
                 future.result()
                 tick()
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)  # the second Ctrl-C waits for nothing
+        raise
+    except BaseException:
+        pool.shutdown()  # a failure lets the questions in flight finish, as ever
+        raise
+    pool.shutdown()
     return started

@@ -82,6 +82,11 @@ class RunManifest(BaseModel):
     recorded_pathways: dict[str, str] = Field(
         default_factory=dict, description="pathways read from recorded runs (--pathway): the folder, or 'absent'"
     )
+    overrides: list[str] = Field(
+        default_factory=list,
+        description="the --set overrides the run began with (a sweep's cell), secrets masked; the config digest, not "
+        "these, decides whether a resume is the same run",
+    )
     dataset_revision: str | None = Field(
         default=None,
         description="the hub revision the benchmark was read at (--revision): the commit the hub resolved where the "
@@ -94,6 +99,11 @@ class RunManifest(BaseModel):
         default=None,
         description="question id -> a digest of what it asks and its gold (`question_digest`), so that a resume on a "
         "benchmark file changed since is refused; None in runs made before it was recorded",
+    )
+    endpoints: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="where the run reached each service, by role (a backbone's api_base, Tavily's as `search`), every "
+        "address it used in the order first used: not part of what the run is, so a resume on a moved server adds it",
     )
 
 

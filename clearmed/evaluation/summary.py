@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from clearmed.evaluation.degraded import degraded_endpoints as failed_at
 from clearmed.evaluation.pathway_worth import PathwayWorth, pathway_worth
 from clearmed.evaluation.spend import Prices, SpendSummary, record_usd, spend_summary
 from clearmed.evaluation.store import (
@@ -110,13 +111,30 @@ class RunSummary(BaseModel):
     # verifier_mode = "learned": likewise (`LearnedVerdict.fallback`).
     learned_questions: int = 0
     learned_fallbacks: dict[str, int] = {}
+    # [program] evidence_binding: the disputed questions whose evidence pathways were scored with the question removed,
+    # and, by reason, the answered evidence pathways of those questions that got no binding term
+    # (`Candidate.binding_fallback`: no_logprobs, not_scored, scoring_failed, no_passages).
+    binding_questions: int = 0
+    binding_fallbacks: dict[str, int] = {}
     degraded: int = 0
     degraded_stages: dict[str, int] = {}
+    # The endpoints (scheme://host:port) the degraded questions' failures name, with how many questions each.
+    degraded_endpoints: dict[str, int] = {}
     clean_accuracy: AccuracySummary | None = None
     # Dollars, Tavily credits and retries, per stage and for the run (None in summaries written before they were).
     spend: SpendSummary | None = None
     # Per pathway: answers scored from log-probabilities against answers generated.
     answer_sources: dict[str, AnswerSources] = {}
+    # Ctrl-C stopped the run (its questions in flight finished): the same command resumes it.
+    interrupted: bool = False
+    # Questions whose web search (the dynamic pathway's, or a follow-up's) came back with no page at all (a Tavily 200
+    # with an empty `results` list): no failure, so not degraded, but an answer reached without that evidence.
+    empty_searches: int = 0
+    # Where the run reached each service, by role, every address it used (a resume on a moved server adds one).
+    endpoints: dict[str, list[str]] = {}
+    # Questions whose guard or audit assessment failed (the step records why: truncated, unparsable, ...), by
+    # mechanism: the default answer stands unassessed. Apart from `degraded`: a resume would meet the same failure.
+    gate_failures: dict[str, int] = {}
 
 
 def _as_graded(record: EvalRecord) -> RubricGrade:
@@ -131,6 +149,18 @@ def _as_graded(record: EvalRecord) -> RubricGrade:
 
 def _route(record: EvalRecord) -> str:
     return record.decision.route or ("single_pathway" if record.decision.deciding_rule == "single_pathway" else "none")
+
+
+def _failed_gates(decision: Decision) -> list[str]:
+    """The guard or audit of `decision` whose assessment failed (`*_assessment_failed`)."""
+    failed = ("guard_assessment_failed", "audit_assessment_failed")
+    return [step.mechanism for step in decision.steps if step.rule in failed]
+
+
+def _binding_ran(decision: Decision) -> bool:
+    """Whether evidence binding was asked for on this question (a disputed one): a pathway holds its passage-only
+    scores or why it has none."""
+    return any(c.passage_only_scores is not None or c.binding_fallback for c in decision.bundle.candidates)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -175,6 +205,19 @@ def _answer_sources(decisions: Sequence[Decision]) -> dict[str, AnswerSources]:
             else:
                 tally.generated += 1
     return counts
+
+
+# The dynamic pathway's recorded error for a search that returned no page (`programs/pathways/pathways.py`).
+EMPTY_SEARCH = "the search found nothing"
+
+
+def _searched_nothing(decision: Decision) -> bool:
+    """Whether a web search of the question returned no page: the dynamic pathway's (its recorded error says so) or a
+    follow-up's (a round that searched and got no page, new or already held, and no failure)."""
+    dynamic = next((c for c in decision.bundle.candidates if c.pathway == "dynamic"), None)
+    if dynamic is not None and dynamic.error is not None and dynamic.error.message == EMPTY_SEARCH:
+        return True
+    return any(r.query and not r.passages and not r.excluded and r.error is None for r in decision.bundle.followups)
 
 
 def _cost(records: Sequence[EvalRecord]) -> CostSummary:
@@ -235,6 +278,7 @@ def summarize(
     prices: Prices | None = None,
     set_aside: Sequence[EvalRecord] = (),
     paid: Sequence[SpendEntry] | None = None,
+    interrupted: bool = False,
 ) -> RunSummary:
     """The run's statistics. `leaks` are the records' leakage audits when the caller already ran them (one per
     record, in order); otherwise they are audited here. `paid` is the run's spend log, the one source of its dollars,
@@ -283,9 +327,20 @@ def summarize(
         calibrated_fallbacks=calibrated_fallbacks,
         learned_questions=learned_questions,
         learned_fallbacks=learned_fallbacks,
+        binding_questions=sum(1 for d in decisions if _binding_ran(d)),
+        binding_fallbacks=dict(
+            Counter(c.binding_fallback for d in decisions for c in d.bundle.candidates if c.binding_fallback)
+        ),
         degraded=len(records) - len(clean),
         degraded_stages=dict(Counter(stage for record in records for stage in record.degraded_stages)),
+        degraded_endpoints=dict(
+            Counter(where for record in records if record.degraded_stages for where in failed_at(record.decision))
+        ),
         clean_accuracy=accuracy_summary(clean_scores, seed=seed) if clean_scores else None,
         spend=_spend(records, prices, set_aside, paid),
         answer_sources=_answer_sources(decisions),
+        interrupted=interrupted,
+        empty_searches=sum(1 for d in decisions if _searched_nothing(d)),
+        endpoints=manifest.endpoints,
+        gate_failures=dict(Counter(m for d in decisions for m in sorted(set(_failed_gates(d))))),
     )

@@ -19,8 +19,9 @@ from clearmed.report.markdown import comparison_markdown, difference_text, p_tex
 from clearmed.report.plots import PlotFormat, write_plots
 
 RUN_COLUMNS = [
-    "run", "folder", "program", "benchmark", "evaluated", "planned", "accuracy", "accuracy_low", "accuracy_high",
-    "degraded", "clean_accuracy", "mean_seconds", "mean_lm_calls", "mean_usd",
+    "run", "folder", "program", "benchmark", "model", "config", "overrides", "seed", "evaluated", "planned",
+    "accuracy", "accuracy_low", "accuracy_high", "degraded", "clean_accuracy", "gate_failures", "mean_seconds",
+    "mean_lm_calls", "mean_usd",
 ]  # fmt: skip
 PAIR_COLUMNS = [
     "run", "baseline", "shared", "both_right", "gained", "lost", "both_wrong", "difference", "difference_low",
@@ -55,7 +56,8 @@ def _write_csv(path: Path, columns: list[str], rows: list[dict[str, object]]) ->
 
 
 def run_rows(comparison: Comparison) -> list[dict[str, object]]:
-    """One row per run: its label and folder, accuracy with its Wilson interval, degraded count, cost."""
+    """One row per run: its label and folder, what produced it (the model that answered, the config, its `--set`
+    overrides, the seed), accuracy with its Wilson interval, degraded questions and failed gates, cost."""
     rows: list[dict[str, object]] = []
     for run in comparison.runs:
         s = run.summary
@@ -66,6 +68,10 @@ def run_rows(comparison: Comparison) -> list[dict[str, object]]:
                 "folder": run.folder,
                 "program": s.program,
                 "benchmark": s.benchmark,
+                "model": run.model,
+                "config": run.config,
+                "overrides": run.overrides,
+                "seed": run.seed,
                 "evaluated": s.evaluated,
                 "planned": s.planned,
                 "accuracy": acc.accuracy if acc else None,
@@ -73,6 +79,7 @@ def run_rows(comparison: Comparison) -> list[dict[str, object]]:
                 "accuracy_high": acc.wilson.high if acc and acc.wilson else None,
                 "degraded": s.degraded,
                 "clean_accuracy": clean.accuracy if clean else None,
+                "gate_failures": sum(s.gate_failures.values()),
                 "mean_seconds": s.cost.mean_seconds,
                 "mean_lm_calls": s.cost.mean_lm_calls,
                 "mean_usd": s.spend.mean_usd if s.spend else None,

@@ -90,11 +90,20 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
         name = labels[i] if labels is not None else s.program
         if s.degraded:
             stages = ", ".join(f"{stage} {count}" for stage, count in sorted(s.degraded_stages.items()))
+            at = ", ".join(f"{where} {count}" for where, count in sorted(s.degraded_endpoints.items()))
             parts.append(
                 f"\n### Degraded: {name} on {s.benchmark}\n\n{s.degraded} of {s.evaluated} questions had a stage fail "
-                f"after its retries (by stage: {stages}); accuracy counts them wrong, and a resume redoes them "
+                f"after its retries (by stage: {stages}{f'; by endpoint: {at}' if at else ''}); accuracy counts them "
+                "wrong, and a resume redoes them "
                 f"(`--keep-degraded` keeps them). Accuracy over the clean questions alone: "
                 f"{_accuracy_text(s.clean_accuracy)}\n"
+            )
+        if s.gate_failures:
+            each = ", ".join(f"{mechanism} {count}" for mechanism, count in sorted(s.gate_failures.items()))
+            parts.append(
+                f"\n### Failed gates: {name} on {s.benchmark}\n\n{sum(s.gate_failures.values())} of {s.evaluated} "
+                f"questions had their guard or audit assessment fail ({each}): the default answer stands unassessed. "
+                "Each step's error says why (truncated at its token budget, unparsable, ...).\n"
             )
         if s.spend is not None:
             parts.append(_spend_markdown(name, s))
@@ -124,6 +133,8 @@ def details_markdown(summaries: Sequence[RunSummary], labels: Sequence[str] | No
             parts.append(f"\n### Calibrated verifier: {name} on {s.benchmark}\n\n{calibrated_fallback_line(s)}\n")
         if s.learned_questions:
             parts.append(f"\n### Learned verifier: {name} on {s.benchmark}\n\n{learned_fallback_line(s)}\n")
+        if s.binding_questions:
+            parts.append(f"\n### Evidence binding: {name} on {s.benchmark}\n\n{binding_line(s)}\n")
         if s.search_plan_stops:
             stops = ", ".join(f"{reason} {count}" for reason, count in sorted(s.search_plan_stops.items()))
             parts.append(
@@ -177,6 +188,16 @@ def learned_fallback_line(summary: RunSummary) -> str:
     """How often learned mode left the question to the deterministic verifier, and why (out_of_domain: the fit
     does not apply to this benchmark, format or backbone)."""
     return _fallback_line("learned", summary.learned_questions, summary.learned_fallbacks)
+
+
+def binding_line(summary: RunSummary) -> str:
+    """On how many disputed questions evidence binding ran, and why evidence pathways got no binding term."""
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.binding_fallbacks.items()))
+    return (
+        f"evidence binding (question-removed scoring) ran on {summary.binding_questions} disputed questions; "
+        f"evidence pathways with no binding term: {sum(summary.binding_fallbacks.values())}"
+        + (f" ({reasons})" if reasons else "")
+    )
 
 
 def _fallback_line(mode: str, asked: int, fallbacks: dict[str, int]) -> str:

@@ -17,10 +17,13 @@ from clearmed.report.markdown import comparison_table, details_markdown
 from clearmed.report.plots import write_plots
 
 
-def finish_run_folder(run_dir: Path, prices: Prices | None, console: Console) -> RunSummary:
+def finish_run_folder(
+    run_dir: Path, prices: Prices | None, console: Console, *, interrupted: bool = False
+) -> RunSummary:
     """Summarize what a run folder holds into summary.json, summary.md, leakage.json and plots/, then write its HTML
     report (RUN_DIR/report; a report that cannot be written is a warning on `console`). `prices` are the run's
-    backbones' (`Prices.of(config)`, or `compare.snapshot_prices` of the folder)."""
+    backbones' (`Prices.of(config)`, or `compare.snapshot_prices` of the folder); `interrupted`: Ctrl-C stopped the
+    run (the summary says so)."""
     from clearmed.evaluation.spend_log import paid_calls  # it imports the programs' usage sink
     from clearmed.report.html_report import write_run_report  # Jinja2 is imported when a report is written
 
@@ -38,6 +41,7 @@ def finish_run_folder(run_dir: Path, prices: Prices | None, console: Console) ->
             prices=prices,
             set_aside=read_set_aside_degraded(run_dir),
             paid=paid_calls(run_dir),
+            interrupted=interrupted,
         )
         store.write_json("summary.json", summary.model_dump_json(indent=2))
         store.write_json("summary.md", comparison_table([summary]) + details_markdown([summary]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ _STAGE_BY_FIELDS: list[tuple[str, tuple[str, ...]]] = [
     ("evidence_answer", ("cited_ids",)),
     ("parametric", ("rationale", "answer")),
 ]
+
+
+# An evidence prompt whose question field is empty (evidence binding's passage-only pass).
+_NO_QUESTION = re.compile(r"\[\[ ## question ## \]\]\s*\[\[ ## ")
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,8 @@ class ScriptedEngine:
         # A scored prompt asks for `answer` alone; the evidence field (and its ids) tells the pathway.
         has_evidence = "## evidence ##" in user
         stage = ("local_answer" if "[L1]" in user else "dynamic_answer") if has_evidence else "parametric"
+        if has_evidence and _NO_QUESTION.search(user):  # the binding pass: the question field left empty
+            stage = stage.replace("_answer", "_binding")
         dist = self.scores.get(stage)
         if dist is None:
             raise ScoringError(f"no scores scripted for stage {stage!r}")

@@ -2,8 +2,9 @@
 
 On the labelled set `tests/reliability/data/screen_phrasings.jsonl` (prompt-injection phrasings and benign medical
 passages, each in a dev half, looked at while the patterns were written; a test half, reported and never tuned on;
-or the red team, written after the patterns were frozen to evade them), each part also disguised as an attacker
-would (look-alike letters, invisible characters, full-width forms); and on the real passages of the shared OpenStax
+or the red team, written after issue 48's patterns were frozen to evade them, and looked at for issue 58's) and
+`screen_phrasings_fresh.jsonl` (written after issue 58's patterns were frozen, never tuned on), each part also
+disguised as an attacker would (look-alike letters, invisible characters, full-width forms); and on the real passages of the shared OpenStax
 and MedQuAD corpora, none of which should be quarantined. Each text is screened as a passage would be (`screen`): a
 labelled text as a local corpus passage, a MedQuAD row as the web page it is (its URL screened too).
 
@@ -27,11 +28,14 @@ from typing import Literal
 from pydantic import BaseModel
 
 from clearmed.retrieval.corpus import CorpusError, preset, preset_path, row_to_passages
-from clearmed.retrieval.screening import LATIN_LOOK_ALIKES, screen
+from clearmed.retrieval.screening import CAPITAL_LOOK_ALIKES, LATIN_LOOK_ALIKES, fold, screen
 from clearmed.signatures.records import Passage, Provenance
 
-SPLITS: list[str] = ["dev", "test", "redteam"]
-LABELLED = Path(__file__).resolve().parents[2] / "tests" / "reliability" / "data" / "screen_phrasings.jsonl"
+SPLITS: list[str] = ["dev", "test", "redteam", "fresh"]
+DATA = Path(__file__).resolve().parents[2] / "tests" / "reliability" / "data"
+LABELLED = DATA / "screen_phrasings.jsonl"
+# Issue 58: written after its patterns were frozen (retrieval/screening.py sha256 72c46569...), never tuned on.
+FRESH = DATA / "screen_phrasings_fresh.jsonl"
 
 
 class Phrasing(BaseModel):
@@ -39,12 +43,18 @@ class Phrasing(BaseModel):
 
     label: Literal["injection", "benign"]
     kind: str  # the family of phrasing ("override", "answer_assertion", "hard_negative", ...)
-    split: Literal["dev", "test", "redteam"]  # looked at while writing the patterns; reported; written after
+    # looked at while writing the patterns; reported; written after issue 48's; written after issue 58's
+    split: Literal["dev", "test", "redteam", "fresh"]
     text: str
 
 
-def load_phrasings(path: Path = LABELLED) -> list[Phrasing]:
-    return [Phrasing.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+def load_phrasings(paths: tuple[Path, ...] = (LABELLED, FRESH)) -> list[Phrasing]:
+    return [
+        Phrasing.model_validate_json(line)
+        for path in paths
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line
+    ]
 
 
 def as_corpus_passage(text: str) -> Passage:
@@ -65,10 +75,15 @@ def rates(phrasings: Iterable[Phrasing], split: str) -> dict[str, tuple[int, int
     return {label: (flagged, total) for label, (flagged, total) in counts.items()}
 
 
-# Latin letter -> one character drawn like it, for disguising phrasings as an attacker would (Cyrillic first).
+# Latin letter -> one character drawn like it, for disguising phrasings as an attacker would (Cyrillic first); a
+# capital by a capital drawn like it (Greek Ν for N, never Η, the capital of the η that passes for an n).
 _DISGUISES: dict[str, str] = {}
+_CAPITAL_DISGUISES: dict[str, str] = {}
 for _look_alike, _latin in LATIN_LOOK_ALIKES.items():
     _DISGUISES.setdefault(_latin, _look_alike)
+for _capital in [key.upper() for key in LATIN_LOOK_ALIKES] + list(CAPITAL_LOOK_ALIKES):
+    if len(_capital) == 1 and len(fold(_capital)) == 1 and fold(_capital).isascii():
+        _CAPITAL_DISGUISES.setdefault(fold(_capital), _capital)
 
 
 def disguise(text: str, rng: random.Random) -> str:
@@ -80,9 +95,9 @@ def disguise(text: str, rng: random.Random) -> str:
             word = "".join(chr(ord(ch) + 0xFEE0) if "!" <= ch <= "~" else ch for ch in word)
         out = []
         for ch in word:
-            look_alike = _DISGUISES.get(ch.lower())
+            look_alike = (_CAPITAL_DISGUISES if ch.isupper() else _DISGUISES).get(ch.lower())
             if look_alike and rng.random() < 0.3:
-                ch = look_alike.upper() if ch.isupper() else look_alike
+                ch = look_alike
             out.append(ch)
             if ch.isalpha() and rng.random() < 0.1:
                 out.append(rng.choice(("\u200b", "\u00ad", "\u2060")))

@@ -19,6 +19,18 @@ verifier decides: the output records why
 (`VerifierOutput.calibrated_fallback`, `calibrated_fallback`), the program warns once per run
 (`CalibratedFallbackWarning`) and the run summary counts those questions.
 
+Evidence binding (issue 56; TrustMargin, arXiv 2606.08397): on a disputed question the program may also record each
+evidence pathway's p(o | P), its prompt scored with the question removed (`[program] evidence_binding`). The pool then
+adds, per evidence pathway k with both scores,
+
+    beta_k * [log p_k(o | q, P) - log p_k(o | P)],
+
+support for o that comes from reading the passages *with this question*, not from what the passages say whatever the
+question. The betas (`calibrated_local_binding`, `calibrated_dynamic_binding`) are fitted by replay with the pooling
+weights (`optimize.pool_fit`, `clearmed tune --params binding_fit`); at 0 the pool is as before. A pathway with no
+passage-only scores (an agreed question, or `Candidate.binding_fallback` says why) adds no term, and the output's
+rationale names the missing terms a nonzero beta wanted.
+
 It never asks for more search itself (pooling always has an answer to route to); the override guard and the
 challenge audit still search.
 """
@@ -50,6 +62,9 @@ from clearmed.signatures.records.routes import AnswerSource
 __all__ = [
     "CalibratedFallbackWarning",
     "CalibratedRoute",
+    "binding_inputs",
+    "binding_term",
+    "binding_weights",
     "calibrated_fallback",
     "calibrated_verify",
     "confidence_label",
@@ -63,18 +78,35 @@ __all__ = [
 POOL_FLOOR = 1e-6  # a zero probability would veto an option outright
 
 
+Binding = Mapping[PathwayName, tuple[Mapping[str, float], Mapping[str, float]]]
+
+
+def binding_term(with_question: Mapping[str, float], passage_only: Mapping[str, float], option: str) -> float:
+    """log p(o | q, P) - log p(o | P) for one option (probabilities floored as the pool floors them)."""
+    return math.log(max(with_question.get(option, 0.0), POOL_FLOOR)) - math.log(
+        max(passage_only.get(option, 0.0), POOL_FLOOR)
+    )
+
+
 def pool(
-    distributions: Mapping[PathwayName, Mapping[str, float]], weights: Mapping[PathwayName, float]
+    distributions: Mapping[PathwayName, Mapping[str, float]],
+    weights: Mapping[PathwayName, float],
+    binding: Binding | None = None,
+    binding_weights: Mapping[PathwayName, float] | None = None,
 ) -> dict[str, float]:
-    """Log-linear pooling of the pathways' option distributions (a pathway absent from either map is left out)."""
+    """Log-linear pooling of the pathways' option distributions (a pathway absent from either map is left out), plus
+    each bound pathway's binding term (`binding`: its (p(o | q, P), p(o | P)); weighted by `binding_weights`)."""
     options = sorted({option for dist in distributions.values() for option in dist})
     if not options:
         return {}
+    bound = binding or {}
+    betas = binding_weights or {}
     scores = {
         option: sum(
             weights.get(pathway, 0.0) * math.log(max(dist.get(option, 0.0), POOL_FLOOR))
             for pathway, dist in distributions.items()
         )
+        + sum(betas.get(pathway, 0.0) * binding_term(q, p, option) for pathway, (q, p) in bound.items())
         for option in options
     }
     top = max(scores.values())
@@ -106,13 +138,15 @@ def pooled_route(
     answers: Mapping[PathwayName, tuple[str, ...] | None],
     distributions: Mapping[PathwayName, Mapping[str, float]],
     weights: Mapping[PathwayName, float],
+    binding: Binding | None = None,
+    binding_weights: Mapping[PathwayName, float] | None = None,
 ) -> CalibratedRoute:
     """CLEAR's route for the pooled answer; the answer itself is later taken from the candidate records.
 
     The route always names a pathway (or pair) whose own answer is the pooled choice when one exists; when no
     pathway chose it (pooling can favour a runner-up), the pathway whose answer the pool rates highest wins.
     """
-    combined = pool(distributions, weights)
+    combined = pool(distributions, weights, binding, binding_weights)
     answered = {p: a for p, a in answers.items() if a}
     if not combined or not answered:
         return CalibratedRoute(NEEDS_MORE_SEARCH, None, 0.0, combined)  # no answer to route to
@@ -129,6 +163,25 @@ def pooled_route(
 def pool_inputs(bundle: EvidenceBundle) -> dict[PathwayName, dict[str, float]]:
     """The distribution each answered pathway brings to the pool: the one it scored (a generated letter has none)."""
     return {c.pathway: c.option_scores.probs for c in bundle.candidates if c.answer is not None and c.option_scores}
+
+
+def binding_inputs(bundle: EvidenceBundle) -> dict[PathwayName, tuple[dict[str, float], dict[str, float]]]:
+    """Each evidence pathway's (p(o | q, P), p(o | P)) where both were scored (single answer): what the binding term
+    reads. Empty on an agreed question (no binding pass ran) and without `evidence_binding`."""
+    return {
+        c.pathway: (c.option_scores.probs, c.passage_only_scores.probs)
+        for c in bundle.candidates
+        if c.answer is not None
+        and c.option_scores is not None
+        and c.passage_only_scores is not None
+        and not c.option_scores.per_option
+        and not c.passage_only_scores.per_option
+    }
+
+
+def binding_weights(thresholds: Thresholds) -> dict[PathwayName, float]:
+    """The binding term's beta per evidence pathway."""
+    return {"local": thresholds.calibrated_local_binding, "dynamic": thresholds.calibrated_dynamic_binding}
 
 
 def high_quality_share(bundle: EvidenceBundle) -> float:
@@ -165,7 +218,10 @@ def calibrated_fallback(bundle: EvidenceBundle, thresholds: Thresholds) -> Calib
     if mode == "free_text":
         return "free_text"
     weights = pool_weights(bundle, thresholds)
-    return None if sum(weights[pathway] for pathway in pool_inputs(bundle)) > 0 else "nothing_to_pool"
+    betas = binding_weights(thresholds)
+    weighed = sum(weights[pathway] for pathway in pool_inputs(bundle))
+    weighed += sum(betas.get(pathway, 0.0) for pathway in binding_inputs(bundle))
+    return None if weighed > 0 else "nothing_to_pool"
 
 
 def calibrated_verify(
@@ -178,14 +234,31 @@ def calibrated_verify(
     answers: dict[PathwayName, tuple[str, ...] | None] = {
         c.pathway: c.answer.letters if c.answer is not None else None for c in bundle.candidates
     }
-    result = pooled_route(answers, pool_inputs(bundle), pool_weights(bundle, thresholds))
+    bound, betas = binding_inputs(bundle), binding_weights(thresholds)
+    result = pooled_route(answers, pool_inputs(bundle), pool_weights(bundle, thresholds), bound, betas)
     output = VerifierOutput(
         answer=answer_for_route(result.route, bundle, agreement),
         route=result.route,
-        rationale=f"pooled option probabilities: {top_options(result.combined)}",
+        rationale=f"pooled option probabilities: {top_options(result.combined)}{_binding_note(bundle, bound, betas)}",
         confidence=confidence_label(result.probability),
         mode="calibrated",
         raw_answer=result.letter,
         pooled={o: round(p, 6) for o, p in result.combined.items()},
     )
     return output, "calibrated"
+
+
+def _binding_note(bundle: EvidenceBundle, bound: Binding, betas: Mapping[PathwayName, float]) -> str:
+    """The binding terms pooled, and, on a disputed question, those a nonzero beta wanted but the record lacks (with
+    the recorded reason)."""
+    used = [p for p in bound if betas.get(p, 0.0) > 0]
+    disputed = len({c.answer.letters for c in bundle.candidates if c.answer is not None}) > 1
+    missing = [
+        f"{c.pathway} ({c.binding_fallback or 'not recorded'})"
+        for c in bundle.candidates
+        if disputed and c.answer is not None and betas.get(c.pathway, 0.0) > 0 and c.pathway not in bound
+    ]
+    parts = ([f"binding {', '.join(used)}"] if used else []) + (
+        [f"no binding term for {', '.join(missing)}"] if missing else []
+    )
+    return "; " + "; ".join(parts) if parts else ""

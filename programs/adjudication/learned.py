@@ -12,9 +12,12 @@ itself (scikit-learn) is `optimize.verifier_fit`.
 A fit knows where it applies (`LearnedDomain`: the benchmarks, answer formats and backbones it saw). On any other
 question, on a question with fewer than two competing single-letter answers, and where its probability for the
 chosen answer is within `margin` of a coin flip, the deterministic verifier decides and the output says why
-(`LearnedFallback`). The fit chooses the margin on out-of-fold probabilities of its training questions, where the
-learned verifier with that margin is then at least as accurate as the deterministic one (a margin of 0.5 is the
-deterministic verifier; docs/results.md, issue 47).
+(`LearnedFallback`); so it does for a fit tune withheld (`LearnedModel.withheld`: its repeated cross-validation did
+not beat the deterministic verifier) and where a pathway the fit read scores of answered without them
+(`LearnedModel.scored`; a replayed record with no `option_scores`), its scored features then absent from the trail.
+The fit chooses the margin on out-of-fold probabilities of its training questions, where the learned verifier with
+that margin is then at least as accurate as the deterministic one (a margin of 0.5 is the deterministic verifier;
+docs/results.md, issue 47).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
-from clearmed.programs.adjudication.calibrated import confidence_label
+from clearmed.programs.adjudication.calibrated import binding_inputs, binding_term, confidence_label
 from clearmed.programs.adjudication.rules import answer_for_route
 from clearmed.signatures.records import (
     PATHWAYS,
@@ -47,6 +50,7 @@ from clearmed.signatures.records.routes import AnswerSource
 
 __all__ = [
     "BASE_FEATURES",
+    "BINDING_FEATURES",
     "LearnedDomain",
     "LearnedModel",
     "OutOfDomainError",
@@ -155,6 +159,11 @@ BASE_FEATURES: tuple[str, ...] = (
     "option_support",
     *(f"scored_{p}" for p in PATHWAYS),
 )
+# Evidence binding (issue 56 item 5), a group of its own after the base features: per evidence pathway k,
+# log p_k(a | q, P) - log p_k(a | P) for the answer a, where the run recorded the passage-only scores
+# (`Candidate.passage_only_scores`: disputed questions under `[program] evidence_binding`), else 0. The calibrated
+# verifier's binding term reads the same numbers (`calibrated.binding_inputs`).
+BINDING_FEATURES: tuple[str, ...] = ("binding_local", "binding_dynamic")
 
 
 def _words(text: str) -> list[str]:
@@ -237,6 +246,7 @@ def answer_features(bundle: EvidenceBundle) -> dict[str, dict[str, float]]:
     lengths = [math.log1p(len(text)) for text in options.values()] or [0.0]
     mean_length = sum(lengths) / len(lengths)
     answered = [p for holders in held.values() for p in holders]
+    bound = binding_inputs(bundle)
     features = {}
     for letter, holders in held.items():
         others = [p for p in answered if p not in holders]
@@ -261,6 +271,7 @@ def answer_features(bundle: EvidenceBundle) -> dict[str, dict[str, float]]:
         for pathway in PATHWAYS:
             scores = bundle.candidate(pathway).option_scores
             row[f"scored_{pathway}"] = float(scores.probs.get(letter, 0.0)) if scores and not scores.per_option else 0.0
+        row |= {f"binding_{p}": binding_term(*bound[p], letter) if p in bound else 0.0 for p in ("local", "dynamic")}
         features[letter] = row
     return features
 
@@ -285,7 +296,7 @@ def domain_of(bundle: EvidenceBundle) -> tuple[str, str, str]:
 def feature_names(cells: Sequence[str]) -> list[str]:
     """The model's columns: the base features, then, with more than one cell, each holder flag per cell (which
     pathway is the reliable one depends on the benchmark and the backbone)."""
-    names = list(BASE_FEATURES)
+    names = [*BASE_FEATURES, *BINDING_FEATURES]
     if len(cells) > 1:
         names += [f"holds_{p}@{cell}" for cell in cells for p in PATHWAYS]
     return names
@@ -293,7 +304,7 @@ def feature_names(cells: Sequence[str]) -> list[str]:
 
 def feature_row(row: Mapping[str, float], cell: str, cells: Sequence[str]) -> list[float]:
     """One answer's column values in `feature_names(cells)` order."""
-    values = [row[name] for name in BASE_FEATURES]
+    values = [row[name] for name in BASE_FEATURES] + [row.get(name, 0.0) for name in BINDING_FEATURES]
     if len(cells) > 1:
         values += [row[f"holds_{p}"] * (c == cell) for c in cells for p in PATHWAYS]
     return values
@@ -332,6 +343,13 @@ class LearnedModel(BaseModel):
     domain: LearnedDomain
     # Outside the domain: "fallback" lets the deterministic verifier decide (recorded), "refuse" stops the run.
     out_of_domain: Literal["fallback", "refuse"] = "fallback"
+    # The pathways whose scored probability varied in the fit: a question one of whose answering pathways among them
+    # carries no `option_scores` falls back ("scores_absent"), since the fit would read 0 where it learned a
+    # probability. Empty in a model written before this was recorded (then nothing is checked).
+    scored: list[PathwayName] = Field(default_factory=list)
+    # Why tune withheld this fit (its repeated cross-validation did not beat the deterministic verifier): then it
+    # decides no question ("withheld"). Empty: it ships.
+    withheld: str = ""
 
     def probabilities(self, features: Mapping[str, Mapping[str, float]], cell: str) -> dict[str, float]:
         """Each competing answer's probability of being the right one among them: the model's probabilities of
@@ -370,15 +388,26 @@ def learned_decision(bundle: EvidenceBundle, model: LearnedModel | None) -> Lear
     held = answer_holders(bundle)
     if len(held) < 2:
         return LearnedVerdict(fallback="fewer_than_two_answers", note=f"{len(held)} distinct answer(s)")
+    if model.withheld:
+        return LearnedVerdict(fallback="withheld", note=model.withheld)
     outside = model.domain.misses(domain_of(bundle))
     if outside:
         if model.out_of_domain == "refuse":
             raise OutOfDomainError(f"{question.id}: outside the learned verifier's fit ({outside})")
         return LearnedVerdict(fallback="out_of_domain", note=f"outside the fit: {outside}")
     features = answer_features(bundle)
+    # A scored feature whose pathway recorded no scores is absent, not 0: it is left out of the trail's features.
+    unscored = [p for p in PATHWAYS if bundle.candidate(p).option_scores is None]
+    shown = {
+        o: {k: round(v, 4) for k, v in row.items() if k not in {f"scored_{p}" for p in unscored}}
+        for o, row in features.items()
+    }
+    missing = [p for p in model.scored if p in unscored and any(p in holders for holders in held.values())]
+    if missing:
+        note = f"scored features absent: {', '.join(missing)} answered with no option_scores, and the fit reads them"
+        return LearnedVerdict(features=shown, fallback="scores_absent", note=note)
     probabilities = model.probabilities(features, question_cell(bundle))
     choice = model.choose(probabilities)
-    shown = {o: {k: round(v, 4) for k, v in row.items()} for o, row in features.items()}
     rounded = {o: round(p, 4) for o, p in probabilities.items()}
     if choice is None:
         note = f"{top_options(probabilities)}: within the margin {model.margin:.2f} of a coin flip"

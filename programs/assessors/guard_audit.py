@@ -44,15 +44,17 @@ def _written_value(raw: str, name: str) -> str:
     return found.group(1).strip() if found else ""
 
 
-def salvage_conditions(record: type[AssessmentT], error: StepError) -> AssessmentT | None:
+def salvage_conditions(record: type[AssessmentT], error: StepError, *, truncated: bool = False) -> AssessmentT | None:
     """An assessment read field by field from a reply the typed parse rejected (a small model drops or garbles one
     of the booleans: on the embedded model the audit's parse failed in 6 of 16 hold-out MMLU-Med audits); a
-    condition that cannot be read does not hold. None when no condition can be read: the assessment failed."""
+    condition that cannot be read does not hold. None when no condition can be read: the assessment failed. A reply
+    cut at its token budget (`truncated`) never got to the conditions it lacks: it is salvaged only when every one
+    was read, else the assessment failed, and says why, rather than stand as a judgement the model never made."""
     raw = error.raw_output or ""
     names = [name for name in record.model_fields if name != "rationale"]
     read = {name: normalise_bool(_written_value(raw, name)) for name in names}
     unread = [name for name, value in read.items() if value not in ("true", "false")]
-    if len(unread) == len(names):
+    if len(unread) == len(names) or (truncated and unread):
         return None
     note = f" (read field by field; not readable, so taken as not holding: {', '.join(unread)})" if unread else ""
     conditions = {name: value == "true" for name, value in read.items()}
@@ -94,7 +96,12 @@ class _ConflictAssessor(dspy.Module, Generic[AssessmentT]):
         )
         if result.prediction is None:
             assert result.error is not None
-            salvaged = salvage_conditions(self.record, result.error) if result.error.kind == "parse_error" else None
+            truncated = result.truncated_at is not None
+            salvaged = (
+                salvage_conditions(self.record, result.error, truncated=truncated)
+                if result.error.kind == "parse_error"
+                else None
+            )
             return salvaged if salvaged is not None else result.error
         fields = result.prediction.toDict()
         conditions = {name: bool(fields[name]) for name in self.record.model_fields if name != "rationale"}

@@ -24,6 +24,7 @@ from clearmed.backbones.failures import as_overflow, classify
 from clearmed.backbones.reasoning import collect_thinking
 from clearmed.core.errors import FatalServiceError
 from clearmed.core.retries import count_retries
+from clearmed.core.sanitize import mend_inputs
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.parsing import TolerantChatAdapter
 from clearmed.programs.lm.prompting import PromptFit, estimate_tokens, fit_prompt, prompt_limit
@@ -43,10 +44,12 @@ _RECOUNTS = 3
 
 @dataclass(frozen=True)
 class StageResult:
-    """A stage's prediction, or the error that replaced it."""
+    """A stage's prediction, or the error that replaced it; `truncated_at`: the token budget a reply was cut at (the
+    server said it stopped at its length), None when none was."""
 
     prediction: dspy.Prediction | None
     error: StepError | None
+    truncated_at: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -94,6 +97,46 @@ def error_from_exception(stage: str, exc: BaseException) -> StepError:
         transient = failure == "transient" or kind == "timeout"
         return StepError(stage=stage, kind=kind, message=_short(f"{type(exc).__name__}: {exc}"), transient=transient)
     return StepError(stage=stage, kind="internal_error", message=_short(f"{type(exc).__name__}: {exc}"))
+
+
+class _Replies:
+    """This stage's replies as DSPy records them: an LM call's history entry is appended to the history of every
+    module in `caller_modules`, a thread-local setting, so a stage reads its own replies, not another thread's."""
+
+    def __init__(self) -> None:
+        self.history: list[dict[str, object]] = []
+
+    def truncated_at(self, lm: dspy.BaseLM | None) -> int | None:
+        """The token budget a reply was cut at (its finish reason "length"), else None. Read off the reply in any
+        shape DSPy keeps it (a native engine's `Response`, a LiteLLM response's choices), a cache hit's too."""
+        for entry in self.history:
+            if "length" not in _finish_reasons(entry.get("response")):
+                continue
+            asked = _field(entry.get("kwargs"), "max_tokens") or output_budget(lm, None)
+            budget = asked if isinstance(asked, int) else _field(entry.get("usage"), "completion_tokens")
+            return budget if isinstance(budget, int) and not isinstance(budget, bool) else 0
+        return None
+
+
+def _field(obj: object, name: str) -> object:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _finish_reasons(response: object) -> list[object]:
+    """How each completion of a recorded reply ended: a `Response`'s own finish reason, or its choices'."""
+    reasons: list[object] = []
+    for item in response if isinstance(response, list | tuple) else [response]:
+        reasons.append(_field(item, "finish_reason"))
+        choices = _field(item, "choices")
+        if isinstance(choices, list | tuple):
+            reasons.extend(_field(choice, "finish_reason") for choice in choices)
+    return reasons
+
+
+def _truncated(error: StepError, budget: int) -> StepError:
+    """A failed step whose reply was cut at its budget says so first: the cause, not the parse that followed."""
+    cut = f"truncated at {budget} tokens (its output budget)" if budget else "truncated at the token limit"
+    return error.model_copy(update={"message": _short(f"{cut}: {error.message}")})
 
 
 def context_window(lm: dspy.BaseLM | None) -> int | None:
@@ -213,6 +256,7 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
     token count where it has one); a context-length error that names the window teaches it to the LM, and the stage is
     refitted and tried once more. The usage row says how many passages were left out, how they were counted, and keeps
     the start of the model's thinking (`backbones.reasoning`)."""
+    inputs = mend_inputs(inputs)  # half a character a reply left in what this step quotes: U+FFFD, not a failed step
     context = current()
     role, lm = context.lm_for(stage)
     budget = context.settings.max_tokens.get(stage)
@@ -227,25 +271,31 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
     refits = 0
     cap = output_budget(lm, budget)
     config = {"max_tokens": budget} if budget else {}
+    replies = _Replies()
+    # `caller_modules` as DSPy keeps it, with this stage's recorder: DSPy appends each reply's history entry to it.
+    callers = [*(dspy.settings.caller_modules or []), replies]
     # Opened first, so that a failure anywhere below (asking a server for its window included) is recorded with the
     # retries it took: a throttled window or token-count request is retried and counted like the call.
     with count_retries() as retries, collect_thinking() as thinking:
         try:
             fit, counter, limit = _fit(predictor, adapter, inputs, lm, context_window(lm), cap)
             try:
-                with dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker):
+                with dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker, caller_modules=callers):
                     prediction = predictor(**fit.inputs, config=config)
             except dspy.ContextWindowExceededError as exc:
                 refit = _refit(predictor, adapter, inputs, lm, cap, fit, exc)
                 if refit is None:
                     raise
                 (fit, counter, limit), refits = refit, 1
-                with dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker):
+                with dspy.context(lm=lm, adapter=adapter, usage_tracker=tracker, caller_modules=callers):
                     prediction = predictor(**fit.inputs, config=config)
         except FatalServiceError:
             raise
         except Exception as exc:  # every failure of an LM step is recorded, by design
             error = error_from_exception(stage, exc)
+    truncated_at = replies.truncated_at(lm)
+    if error is not None and truncated_at is not None:
+        error = _truncated(error, truncated_at)
     seconds = time.perf_counter() - started
     entries = [entry for per_model in tracker.usage_data.values() for entry in per_model]
     context.ledger.add(
@@ -269,7 +319,7 @@ def run_stage(stage: Stage, predictor: dspy.Module, **inputs: object) -> StageRe
             thinking_chars=len(thinking.text),
         )
     )
-    return StageResult(prediction=prediction, error=error)
+    return StageResult(prediction=prediction, error=error, truncated_at=truncated_at)
 
 
 def record_tool_call(

@@ -23,13 +23,14 @@ from clearmed.programs.lm.prompting import format_passages, render_question
 from clearmed.programs.lm.stage import Shared, StageResult, lm_name, record_tool_call, run_stage
 from clearmed.programs.pathways.evidence_search import evidence_failure, reid, search_web
 from clearmed.programs.pathways.qpis import QueryPlannedSearch
-from clearmed.programs.pathways.scored_answer import run_scored_stage
+from clearmed.programs.pathways.scored_answer import passage_only_scores, run_scored_stage
 from clearmed.programs.pathways.task_adapters import FormatGate, resolve_answer
 from clearmed.programs.pathways.web_query import WebQueryWriter, build_query
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import (
     Answer,
+    BindingFallback,
     Candidate,
     OptionJudgment,
     OptionScores,
@@ -114,18 +115,35 @@ class EvidenceAnswerer(dspy.Module):
             )
             return _judged_candidate(pathway, judged.judgment, judged.error, judge_stage, **extra)
         stage: Stage = "local_answer" if pathway == "local" else "dynamic_answer"
-        inputs = {
-            "question": render_question(question),
-            "options": format_options(question),
-            "answer_format": answer_format(question),
-            "evidence": format_passages(passages, settings.passage_words),
-        }
+        inputs = _evidence_inputs(question, passages, settings.passage_words)
         scores = run_scored_stage(stage, self.answer, question, **inputs)
         if scores is not None:
             return _scored_candidate(pathway, scores, stage, **extra)
         result = run_stage(stage, self.answer, **inputs)
         cited = (result.prediction.cited_ids or []) if result.prediction is not None else []
         return _candidate_from(pathway, result, question, gate, stage, cited, **extra)
+
+
+    def passage_only(
+        self, question: Question, passages: list[Passage], candidate: Candidate
+    ) -> OptionScores | BindingFallback:
+        """Evidence binding: this pathway's answer prompt scored with the question removed, p(o | P)
+        (`scored_answer.passage_only_scores`), or why not."""
+        stage: Stage = "local_binding" if candidate.pathway == "local" else "dynamic_binding"
+        # As the answer step read them: the bundle's web results carry the quality labels attached after it answered.
+        read = [p.model_copy(update={"quality": None, "quality_reason": None}) for p in passages]
+        inputs = _evidence_inputs(question, read, current().settings.passage_words)
+        return passage_only_scores(stage, self.answer, question, candidate, read, **inputs)
+
+
+def _evidence_inputs(question: Question, passages: list[Passage], passage_words: int | None) -> dict[str, str]:
+    """The evidence-conditioned answer step's inputs (its scored and generated answers and its binding pass)."""
+    return {
+        "question": render_question(question),
+        "options": format_options(question),
+        "answer_format": answer_format(question),
+        "evidence": format_passages(passages, passage_words),
+    }
 
 
 def _scored_candidate(pathway: PathwayName, scores: OptionScores, stage: Stage, **extra: object) -> Candidate:

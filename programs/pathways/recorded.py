@@ -3,7 +3,10 @@
 Put in the place of a live pathway (`CLEAR.parametric`, `.local`, `.dynamic`, or a baseline's `.pathway`), it lets
 CLEAR adjudicate answers that MIRAGE, the CLEAR authors' code or an earlier clearmed run recorded, while the
 adjudication itself (verifier, follow-up search, guard, audit, format gate) runs live. `AbsentPathway` is a pathway
-left out by choice: its candidate says so (`not_run`), which is neither a failure nor a degraded stage.
+left out by choice: its candidate says so (`not_run`), which is neither a failure nor a degraded stage. A clearmed
+run's candidate comes back whole, its option scores with it (`Candidate.option_scores`), so the calibrated and
+learned verifiers read on replay what they read live; where a record has none, the learned verifier falls back
+and says so (`scores_absent`).
 """
 
 from __future__ import annotations

@@ -19,6 +19,13 @@ messages and the options, whenever the LM caches its own calls. A program that s
 run (Direct is CLEAR's parametric pathway, MedRAG its local one) then reuses that run's scoring passes, and its
 usage rows count them as cache hits, as for generation.
 
+Every pass reaches DSPy's callbacks as a call of the stage's LM (`clearmed.backbones.logprobs.TracedScorer`), one
+served from the cache too, marked as a cache hit, so a tracer counts the same calls on a warm cache as on a cold one.
+
+Evidence binding (`passage_only_scores`): the same step's prompt scored again with the question removed, passages
+and options only, gives p(o | P), the passages' support for each option whatever the question (TrustMargin, arXiv
+2606.08397, scores its context-only answer from its RAG prompt with an empty question; so does this).
+
 Backbones without log-probabilities return None here and the caller generates as before. Measured on the
 embedded model (MMLU-Med, issue 16): scoring keeps the signal that generation loses to the model's letter
 prior and to prose around the letter.
@@ -26,26 +33,30 @@ prior and to prose around the letter.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Final
 
 import dspy
 
-from clearmed.backbones.logprobs import TokenScorer, token_scorer
+from clearmed.backbones.client import CACHE_ENDPOINT_FIELD, cache_endpoint
+from clearmed.backbones.logprobs import TokenScorer, TracedScorer, token_scorer
 from clearmed.core.errors import FatalServiceError
 from clearmed.programs.lm.context import current
 from clearmed.programs.lm.prompting import fit_prompt
 from clearmed.programs.lm.stage import context_window, is_cacheable, lm_name
-from clearmed.signatures.records import Answer, CallUsage, OptionScores, Question
+from clearmed.signatures.records import Answer, BindingFallback, CallUsage, Candidate, OptionScores, Passage, Question
 from clearmed.signatures.records.settings import Stage
 
-__all__ = ["ANSWER_MARKER", "answer_first", "run_scored_stage"]
+__all__ = ["ANSWER_MARKER", "answer_first", "passage_only_scores", "run_scored_stage"]
 
 ANSWER_MARKER: Final = "[[ ## answer ## ]]\n"
 _YES_NO: Final = ("yes", "no")
 # Part of every cache key: bump it when what a scoring pass computes changes, so old entries are not served.
 # v2: P(yes) read after the answer marker in the chat format, summed over yes/Yes/YES (and no ...).
 _CACHE_KIND: Final = "clearmed.option_scores/v2"
+# A cached probability of 0 reported to a tracer as a log-probability.
+_TINY: Final = 1e-12
 
 
 def answer_first(signature: type[dspy.Signature]) -> type[dspy.Signature]:
@@ -66,6 +77,14 @@ def run_scored_stage(
     generates); a failed scoring call (`ScoringError`, an engine's context overflow, any other exception) is
     recorded as a failed usage row and also returns None.
     """
+    return _run_scored(stage, predictor, question, inputs, traced=True)
+
+
+def _run_scored(
+    stage: Stage, predictor: dspy.Predict, question: Question, inputs: dict[str, object], *, traced: bool
+) -> OptionScores | None:
+    """`run_scored_stage`; ``traced``: put the answer in DSPy's trace (off for a pass that is not the step's answer,
+    such as the binding pass, whose prompt lacks the question an optimizer's demo needs)."""
     context = current()
     if context.settings.mcq_decoding != "score" or not question.options:
         return None
@@ -91,6 +110,7 @@ def run_scored_stage(
     scores = _cached(request)
     if scores is not None:
         record(calls=0, cached=True)
+        _announce_cached(scorer, messages, prefix, question, scores)
     else:
         try:
             scores, prompt_tokens, passes = _score(scorer, messages, prefix, question)
@@ -104,17 +124,45 @@ def run_scored_stage(
         record(calls=passes, prompt_tokens=prompt_tokens)
         if request is not None:
             dspy.cache.put(request, scores.model_dump(mode="json"))
-    _trace(predictor, inputs, scores)
+    if traced:
+        _trace(predictor, inputs, scores)
     return scores
+
+
+def passage_only_scores(
+    stage: Stage,
+    predictor: dspy.Predict,
+    question: Question,
+    candidate: Candidate,
+    passages: list[Passage],
+    /,
+    **inputs: object,
+) -> OptionScores | BindingFallback:
+    """p(o | P) for an evidence pathway: its step's prompt (``inputs``, as it answered) scored with the question field
+    emptied, passages and options left as they were; or why it cannot be had (`BindingFallback`).
+
+    A backbone without log-probabilities, a pathway whose answer was not scored, and one with no passages are named
+    before any call; a failed pass is recorded as a failed usage row of ``stage`` (`run_scored_stage`)."""
+    _, lm = current().lm_for(stage)
+    if lm is None or token_scorer(lm) is None:
+        return "no_logprobs"
+    if candidate.option_scores is None or candidate.option_scores.per_option:
+        return "not_scored"
+    if not passages:
+        return "no_passages"
+    scores = _run_scored(stage, predictor, question, {**inputs, "question": ""}, traced=False)
+    return scores if scores is not None else "scoring_failed"
 
 
 def _cache_request(
     lm: dspy.BaseLM | None, messages: list[dict[str, str]], prefix: str, question: Question
 ) -> dict[str, object]:
-    """What a scoring pass depends on: the model, the exact messages and prefix, and the options scored."""
+    """What a scoring pass depends on: the model and the server it is asked on (a cache hit never crosses endpoints),
+    the exact messages and prefix, and the options scored."""
     return {
         "kind": _CACHE_KIND,
         "model": lm_name(lm),
+        CACHE_ENDPOINT_FIELD: cache_endpoint(lm),
         "messages": messages,
         "prefix": prefix,
         "options": dict(question.options or {}),
@@ -132,6 +180,21 @@ def _cached(request: dict[str, object] | None) -> OptionScores | None:
         return OptionScores.model_validate(value)
     except ValueError:  # an entry from an incompatible version: score afresh (and overwrite it)
         return None
+
+
+def _announce_cached(
+    scorer: TracedScorer, messages: list[dict[str, str]], prefix: str, question: Question, scores: OptionScores
+) -> None:
+    """Report a cached answer's passes to DSPy's callbacks as the passes `_score` made, each marked a cache hit."""
+    if not scores.per_option:
+        logprobs = {k: math.log(max(p, _TINY)) for k, p in scores.probs.items()}
+        scorer.announce_cached(messages, prefix, list(scores.probs), logprobs)
+        return
+    for letter, text in (question.options or {}).items():
+        asked = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + _option_question(letter, text)}]
+        p = scores.probs.get(letter, 0.0)
+        logprobs = {"yes": math.log(max(p, _TINY)), "no": math.log(max(1.0 - p, _TINY))}
+        scorer.announce_cached(asked, prefix, list(_YES_NO), logprobs)
 
 
 def _score(

@@ -34,6 +34,7 @@ from clearmed.signatures.records.base import (
 )
 from clearmed.signatures.records.candidates import (
     Agreement,
+    BindingFallback,
     CalibratedFallback,
     Candidate,
     EvidenceBundle,
@@ -97,6 +98,7 @@ __all__ = [
     "Answer",
     "AnswerMode",
     "AuditAssessment",
+    "BindingFallback",
     "CalibratedFallback",
     "CallUsage",
     "Candidate",

@@ -131,6 +131,11 @@ class Thresholds(Record):
     calibrated_local_weight: float = Field(default=1.0, ge=0.0)
     calibrated_dynamic_weight: float = Field(default=1.0, ge=0.0)
     calibrated_high_weight: float = Field(default=0.0, ge=0.0)
+    # Evidence binding (TrustMargin, arXiv 2606.08397): the pool adds beta_k * [log p_k(o | q, P) - log p_k(o | P)] for
+    # the local and dynamic pathways, p(o | P) being the pathway's prompt scored with the question removed (recorded
+    # on disputed questions under `[program] evidence_binding`). 0: no binding term, the pool as before.
+    calibrated_local_binding: float = Field(default=0.0, ge=0.0)
+    calibrated_dynamic_binding: float = Field(default=0.0, ge=0.0)
 
 
 DecisionStatus = Literal["answered", "unparsed", "failed"]

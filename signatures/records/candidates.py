@@ -36,6 +36,12 @@ def top_options(probs: Mapping[str, float], n: int = 3) -> str:
     return ", ".join(f"{option} {p:.2f}" for option, p in sorted(probs.items(), key=lambda kv: -kv[1])[:n])
 
 
+# Why an evidence pathway of a disputed question has no passage-only scores: its backbone returns no
+# log-probabilities, its own answer was not scored (generated, or the option-wise judge), the question-removed
+# scoring pass failed (the usage row says why), or it had no passages to bind to.
+BindingFallback = Literal["no_logprobs", "not_scored", "scoring_failed", "no_passages"]
+
+
 class Candidate(Record):
     """A pathway's answer, with the evidence it saw and the provenance of both.
 
@@ -57,6 +63,12 @@ class Candidate(Record):
     search_plan: SearchPlan | None = None
     # Set when the answer was scored rather than generated (`[program] mcq_decoding = "score"`).
     option_scores: OptionScores | None = None
+    # Evidence binding (`[program] evidence_binding`, disputed single-answer MCQs, local and dynamic pathways only):
+    # the same prompt scored again with the question removed, passages and options only: p(o | P). Recorded so that
+    # the calibrated verifier's binding term and the learned verifier's binding features replay with no LM call.
+    passage_only_scores: OptionScores | None = None
+    # Why a pathway of a disputed question has no `passage_only_scores` when binding was asked for.
+    binding_fallback: BindingFallback | None = None
     # How the web query was made when the question itself was too long or not wanted: "lm" (the query writer)
     # or "salient" (key terms), and the question's length when it was replaced or cut.
     query_source: Literal["question", "lm", "salient"] = "question"
@@ -150,7 +162,18 @@ CalibratedFallback = Literal["several_answers", "free_text", "nothing_to_pool"]
 # Why the learned verifier left a question to the deterministic verifier: no fitted model loaded, not a single-answer
 # MCQ, fewer than two competing answers, a question outside the fit's benchmarks/formats/backbones, or a choice too
 # close to a coin flip (within the fit's margin).
-LearnedFallback = Literal["no_model", "not_single_choice", "fewer_than_two_answers", "out_of_domain", "within_margin"]
+# "withheld": tune's repeated cross-validation did not beat the deterministic verifier, so the fit never decides;
+# "scores_absent": the fit read a pathway's scored probabilities and this question's holder has none (a replay of a
+# record without `option_scores`).
+LearnedFallback = Literal[
+    "no_model",
+    "not_single_choice",
+    "fewer_than_two_answers",
+    "out_of_domain",
+    "within_margin",
+    "withheld",
+    "scores_absent",
+]
 
 
 class LearnedVerdict(Record):

@@ -34,6 +34,8 @@ Stage = Literal[
     "format_gate",
     "response",
     "web_query",
+    "local_binding",
+    "dynamic_binding",
 ]
 
 # Stages the paper's dual-model variant hands to a second model: everything that judges evidence quality.
@@ -67,6 +69,13 @@ class ProgramSettings(Record):
         default="generate",
         description="score: read each MCQ pathway's option probabilities from the next-token distribution of its "
         "own prompt in one forward pass (backbones with log-probabilities; others generate)",
+    )
+    evidence_binding: bool = Field(
+        default=False,
+        description="on a disputed single-answer MCQ (the pathways' letters differ), score each evidence pathway's "
+        "prompt once more with the question removed (passages and options only, p(o | P)) and record it: the "
+        "calibrated verifier's binding term (thresholds calibrated_*_binding) and the learned verifier's binding "
+        "features; needs mcq_decoding = 'score' and a backbone with log-probabilities",
     )
     source_quality: Literal["lm", "priors", "clear-code"] = Field(
         default="lm",

@@ -140,17 +140,19 @@ def test_every_row_names_its_run_folder_models_config_seed_and_shard(suite: tupl
     _, runs = suite
     shard = runs["model-a"].with_name(runs["model-a"].name + "-shard2of2")
     frame = results_frame([runs["model-a"], shard])
-    assert list(frame.columns[:15]) == [
+    assert list(frame.columns[:17]) == [
         "run",
         "program",
         "benchmark",
         "model",
+        "config_model",
         "assessor_model",
         "judge_model",
         "teacher_model",
         "prompt_model",
         "config",
         "config_digest",
+        "overrides",
         "revision",
         "seed",
         "shard",
@@ -165,8 +167,8 @@ def test_every_row_names_its_run_folder_models_config_seed_and_shard(suite: tupl
     assert (label.program, label.benchmark, label.config, label.seed) == ("clear", "synthetic", "synthetic", 0)
     assert label.config_digest == manifest.config_digest
     # No [backbones.assessor]: the main model assesses; no judge, teacher or prompt model table: none.
-    assert (label.model, label.assessor_model) == ("model-a", "model-a")
-    assert [label.judge_model, label.teacher_model, label.prompt_model, label.revision] == [None] * 4
+    assert (label.model, label.config_model, label.assessor_model) == ("model-a", "model-a", "model-a")
+    assert [label.judge_model, label.teacher_model, label.prompt_model, label.revision, label.overrides] == [None] * 5
     assert merged.shard.isna().all()  # the merge is the whole run
     assert set(frame[frame.run == str(shard)].shard) == {"2/2"}
 

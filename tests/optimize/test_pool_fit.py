@@ -41,7 +41,9 @@ def decision(question_id: str, gold: str, probs: dict[str, dict[str, float]]) ->
                 update={"option_scores": scores, "answer": Answer(letters=(top,)), "uncorrected": None}
             )
         )
-    question = BASE.bundle.question.model_copy(update={"id": question_id, "gold_letters": [gold]})
+    # A text of its own: the same text and options under two ids are one question to a split (`question_key`).
+    text = f"{BASE.bundle.question.text} ({question_id})"
+    question = BASE.bundle.question.model_copy(update={"id": question_id, "text": text, "gold_letters": [gold]})
     return BASE.model_copy(
         update={
             "question_id": question_id,

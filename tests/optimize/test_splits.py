@@ -154,3 +154,57 @@ def test_compile_with_the_test_file_excluded_draws_no_twin_of_a_test_question(mm
     test_keys = {question_key(question) for question in mmlu_pool if question.id in test}
     assert [question.id for question in [*train, *val] if question_key(question) in test_keys] == []
     assert len(train) + len(val) == 255
+
+
+# ------------------------------------------------------------------ one question, one group (issue 56, item 1)
+def test_twins_never_straddle_a_tune_split() -> None:
+    """Mutant killed: `split_ids` drawing ids instead of questions (its `groups` ignored)."""
+    from clearmed.optimize.splits import question_groups, split_ids
+
+    ids = [question.id for question in POOL]
+    groups = question_groups(POOL)
+    twins = {"u0": "c0", "u3": "c3", "u7": "c7", "u11": "c11"}
+    straddled = 0
+    for seed in range(20):
+        split = split_ids(ids, train_fraction=0.5, seed=seed, groups=groups)
+        train, test = set(split.train), set(split.test)
+        assert train | test == set(ids)
+        assert not train & test
+        for one, other in twins.items():
+            assert (one in train) == (other in train), (seed, one, other)
+        straddled += sum((one in train) != (other in train) for one, other in twins.items())
+        ungrouped = split_ids(ids, train_fraction=0.5, seed=seed)
+        straddled += sum((one in ungrouped.train) != (o in ungrouped.train) for one, o in twins.items())
+    assert straddled > 0  # without groups they do straddle: the check above is not vacuous
+    # Named train ids: a twin of one is no test id (it was seen under the other id); named test ids that repeat a
+    # train question are refused in one line; a train id repeating a named test question is left out of train.
+    split = split_ids(ids, train_ids=["u0", "u1"], groups=groups)
+    assert "c0" not in split.test
+    assert "u2" in split.test
+    with pytest.raises(UsageError, match=r"1 ids that repeat a question used for tuning under another id \(c3;"):
+        split_ids(ids, train_ids=["u3"], test_ids=["c3", "u4"], groups=groups)
+    split = split_ids(ids, test_ids=["c7"], groups=groups)
+    assert "u7" not in split.train
+    assert split.test == ["c7"]
+
+
+def test_eval_refuses_a_twin_of_a_question_the_artifact_was_tuned_on() -> None:
+    """Mutant killed: the train-overlap guard matching ids only (`seen_keys` ignored)."""
+    from clearmed.optimize.artifacts import ArtifactManifest, ProgramArtifact, refuse_seen_ids
+    from clearmed.optimize.splits import UsedIds, question_key_digest
+    from clearmed.signatures.records import Thresholds
+
+    manifest = ArtifactManifest(
+        kind="tune", program="clear", created="", clearmed_version="", dspy_version="", backbone=""
+    )
+    seen = UsedIds(train=["u0"], seen_keys=[question_key_digest(DISTINCT[0])])
+    artifact = ProgramArtifact(path=Path("art"), manifest=manifest, thresholds=Thresholds(), ids=seen)
+    with pytest.raises(UsageError, match=r"1 of the questions were used to optimize art \(c0; 1 of them a repeat"):
+        refuse_seen_ids([COPIES[0], DISTINCT[1]], artifact, allow=False)
+    refuse_seen_ids([COPIES[0]], artifact, allow=True)  # --allow-train-overlap: knowingly
+    refuse_seen_ids([NEAR_MISS, DISTINCT[1]], artifact, allow=False)  # same stem, other options: another question
+    # An artifact written before the digests were recorded is checked by id alone.
+    old = ProgramArtifact(path=Path("art"), manifest=manifest, thresholds=Thresholds(), ids=UsedIds(train=["u0"]))
+    refuse_seen_ids([COPIES[0]], old, allow=False)
+    with pytest.raises(UsageError, match="1 of the questions were used"):
+        refuse_seen_ids([DISTINCT[0]], old, allow=False)

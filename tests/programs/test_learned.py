@@ -3,10 +3,13 @@ way it leaves a question to the deterministic verifier, recorded."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clearmed.programs.adjudication.learned import (
     BASE_FEATURES,
+    BINDING_FEATURES,
     LearnedDomain,
     LearnedModel,
     OutOfDomainError,
@@ -86,7 +89,7 @@ def test_features_read_who_hedges_who_lacks_documents_and_who_names_the_other_op
     assert a["holder_hedges"] == 0.0
     # The local reply names hypothyroidism, the parametric pathway's option: the other's option is named by its holder.
     assert (b["holder_names_other_option"], a["other_names_option"]) == (1.0, 1.0)
-    assert set(a) == set(BASE_FEATURES)
+    assert set(a) == set(BASE_FEATURES) | set(BINDING_FEATURES)
 
 
 def test_option_support_comes_from_the_passages_the_bundle_holds() -> None:
@@ -229,3 +232,98 @@ def test_the_run_summary_says_how_often_the_learned_verifier_fell_back_and_why()
         "learned verifier fell back to the deterministic (heuristic) verifier: 3 of 4 questions "
         "(no_model 1, out_of_domain 2)"
     )
+
+
+# ------------------------------------------------------------------------------------------ issue 56
+def test_features_do_not_read_the_gold() -> None:
+    """Mutant killed: a feature that reads `gold_letters` (the fit would learn the answer key)."""
+    bundle = _bundle("A", "B")
+    features = answer_features(bundle)
+    for gold in (["B"], ["C"], [], ["A", "B"]):
+        question = bundle.question.model_copy(update={"gold_letters": gold})
+        assert answer_features(bundle.model_copy(update={"question": question})) == features, gold
+
+
+def test_a_fit_that_reads_scores_falls_back_where_the_holders_recorded_none_and_says_so() -> None:
+    """A replayed record without `option_scores` (MIRAGE's, or an older clearmed run's): the scored features are
+    absent, not 0, and the fit that learned them leaves the question to the deterministic verifier. Mutant killed:
+    deciding on zeros where the fit read probabilities."""
+    model = _model({"holds_parametric": 2.0, "scored_local": 1.0}).model_copy(update={"scored": ["local"]})
+    verdict = learned_decision(_bundle("A", "B"), model)
+    assert (verdict.choice, verdict.fallback) == (None, "scores_absent")
+    assert verdict.note == "scored features absent: local answered with no option_scores, and the fit reads them"
+    assert verdict.features
+    assert all(not any(k.startswith("scored_") for k in row) for row in verdict.features.values())
+    # A fit that never saw scores (MIRAGE's) decides the same bundle.
+    assert learned_decision(_bundle("A", "B"), _model({"holds_parametric": 2.0})).choice == "A"
+
+
+def test_a_scored_live_run_and_its_replay_give_the_same_learned_features_and_decisions(tmp_path: Path) -> None:
+    """Item 4: the run folder read back as recorded pathways (`eval --pathway NAME=RUN`) keeps each candidate's
+    option scores, so the learned verifier reads the same features and decides the same. Mutant killed: the replay
+    dropping `Candidate.option_scores` (the scored features read 0 there)."""
+    from clearmed.evaluation import EvalSpec, run_evaluation
+    from clearmed.evaluation.recorded import read_recorded_pathway
+    from clearmed.signatures.records import PATHWAYS
+    from clearmed.signatures.records.settings import ProgramSettings
+    from clearmed.testing import GUARD_ALL_TRUE, build_toy_program
+    from clearmed.testing import QUESTION as TOY
+    from clearmed.testing.synthetic_run import SYNTHETIC_CONFIG
+
+    settings = ProgramSettings(
+        json_fallback=False, parallel_pathways="off", mcq_decoding="score", verifier_mode="learned"
+    )
+    scores = {
+        "parametric": {"A": 0.6, "B": 0.3, "C": 0.1},
+        "local_answer": {"A": 0.2, "B": 0.7, "C": 0.1},
+        "dynamic_answer": {"A": 0.1, "B": 0.2, "C": 0.7},
+    }
+
+    def program() -> CLEAR:
+        script = {**_script("A", "B", "C"), "guard": GUARD_ALL_TRUE}
+        built, _, _ = build_toy_program(script, settings=settings, scores=scores)
+        return built
+
+    questions = [TOY.model_copy(update={"id": f"toy-{i}"}) for i in range(1, 4)]
+    live_program = program()
+    first = live_program(question=questions[0]).decision
+    benchmark, answer_format, backbone = domain_of(first.bundle)
+    domain = LearnedDomain(benchmarks=[benchmark], formats=[answer_format], backbones=[backbone])
+    model = _model({"scored_dynamic": 3.0, "holds_local": 0.5}, margin=0.0, domain=domain)
+    model = model.model_copy(update={"scored": list(PATHWAYS)})
+    live_program.learned_model = model
+    run_dir = tmp_path / "live"
+    spec = EvalSpec(program="clear", benchmark="toy", source="toy", questions=questions, run_dir=run_dir)
+    records = run_evaluation(spec, SYNTHETIC_CONFIG, live_program, show_progress=False)
+    live = {record.question_id: record.decision for record in records}
+    replay_program = program()
+    replay_program.learned_model = model
+    for pathway in PATHWAYS:
+        setattr(replay_program, pathway, read_recorded_pathway(run_dir, pathway, questions).module())
+    for question in questions:
+        before, after = live[question.id], replay_program(question=question).decision
+        assert after.bundle.candidate("dynamic").recorded_from  # it was read back, not run
+        features = answer_features(before.bundle.initial())
+        assert features["C"]["scored_dynamic"] == pytest.approx(0.7)  # the live run's scores are in the features
+        assert answer_features(after.bundle.initial()) == features
+        learned = before.verifier_outputs[0].learned
+        assert learned is not None
+        assert learned.choice == "C"  # the dynamic pathway's scored 0.7 decided it
+        assert after.verifier_outputs[0].learned == learned
+        # The guard that follows an accepted dynamic answer runs live in both (an LM call learned mode still makes).
+        assert (after.answer, after.deciding_rule) == (before.answer, before.deciding_rule)
+        assert after.answer == Answer.of_letters("C")
+
+
+def test_learned_mode_saves_only_the_verifier_call_a_live_dynamic_answer_still_gets_follow_up_and_guard_calls() -> None:
+    """Item 8, as the README says: under CLEAR with a live dynamic pathway, a learned choice of the web's answer is
+    still checked by a follow-up search (its query written by the LM) and the guard's LM call."""
+    from clearmed.testing import QUESTION as TOY
+
+    program, engine = _program(_model({"holds_dynamic": 2.0}, domain=_toy_domain()))
+    decision = program(question=TOY).decision
+    output = decision.verifier_outputs[0]
+    assert (output.mode, output.route) == ("learned", "accept_dynamic")
+    stages = [call.stage for call in engine.calls]
+    assert "verifier" not in stages
+    assert {"followup_query", "guard"} <= set(stages)

@@ -218,8 +218,8 @@ def test_merging_again_into_a_merged_run_that_was_resumed_is_refused(
         config, shards = shards_of_a_degraded_run(tmp_path, monkeypatch)
         out = tmp_path / "merged"
         merge = ["merge", *map(str, shards), "--out", str(out)]
-        assert main(merge) == 0
-        assert main(merge) == 0  # the same merge again rewrites the same run
+        assert main(merge) == 4  # the merged run holds the degraded question (issue 58: exit 4, as eval's)
+        assert main(merge) == 4  # the same merge again rewrites the same run
         assert len(degraded_ids(out)) == 1
         scripted(monkeypatch)  # the service mended: the merged run resumes and redoes its degraded question
         assert main(["eval", "--benchmark", "demo", "--limit", "4", "-c", str(config), "--run-dir", str(out)]) == 0
@@ -254,7 +254,7 @@ def test_a_merge_killed_before_its_manifest_is_redone(
         assert not (out / MANIFEST).exists()
         assert (out / RESULTS).is_file()
         monkeypatch.setattr(RunStore, "write_manifest", real)
-        assert main(merge) == 0
+        assert main(merge) == 4  # done, and it holds the shards' degraded question
         records = list(read_records(out))
         assert sorted(r.question_id for r in records) == sorted(
             r.question_id for folder in shards for r in read_records(folder)

@@ -130,6 +130,8 @@ def _handler(state: FakeTavily) -> type[BaseHTTPRequestHandler]:
                 state.credits -= cost
             state.spent += cost
             results = dict(RESULTS, results=RESULTS["results"][: body.get("max_results", 5) + 2])
+            if mode == "empty_results":  # a search that found nothing: billed, and a 200 with an empty list
+                results = dict(RESULTS, results=[])
             return self._send(200, results)
 
         def _send(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
