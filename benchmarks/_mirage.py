@@ -5,7 +5,7 @@ answer}}}`` with the subsets ``mmlu`` (MMLU-Med, 1,089), ``medqa`` (MedQA-US, 1,
 ``pubmedqa`` (PubMedQA*, 500, contexts removed, options yes/no/maybe) and ``bioasq`` (BioASQ-Y/N, 618, yes/no).
 Every subset is one benchmark here (``mirage-medqa``, ...), so each gets its own run folder, with MIRAGE's own ids
 (``mirage:medqa:0000``): the ids its published predictions are filed under (``test_<id>.json``; ``dev_<id>.json``
-for MedMCQA), which `clearmed.evaluation.recorded` reads as recorded pathways. MIRAGE is on GitHub, not on the
+for MedMCQA), which `clearmed.recorded` reads as recorded pathways. MIRAGE is on GitHub, not on the
 Hugging Face hub: download ``benchmark.json`` and pass it as the source.
 """
 

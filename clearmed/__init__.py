@@ -5,14 +5,23 @@ The Python API (README "Python API"):
     from clearmed import EvalRequest, build_program, estimate_run, evaluate, load_config
     from clearmed import evaluate_suite, merge_shards, results_frame, runs_frame
     from clearmed import compare_runs
+    from clearmed import ask, compile, tune, build_corpus_index, warm_hit_cache, export_runs
+    from clearmed import AskRequest, CompileRequest, TuneRequest, IndexBuildRequest, IndexWarmRequest
+    from clearmed import ExportRequest, CompareRequest, MergeRequest
+
+Every work verb of the command line has one request (one field per option of its command, tests/test_one_door.py)
+and one function here: `ask`, `evaluate`, `evaluate_suite`, `merge_shards`, `compare_runs`, `compile`, `tune`,
+`build_corpus_index`, `warm_hit_cache`, `export_runs`. `compile` and `tune` are `clearmed.api.compile.compile_prompts`
+and `clearmed.api.tune.tune_thresholds` (the longer names are one meaning each in the package).
 
 `import clearmed` loads none of it: each name is imported on first use (`clearmed ask` starts with few modules), and
 mypy sees each one's real type through the TYPE_CHECKING imports. Nothing inside the package imports this face (the
 version is `clearmed.core.version`): it sits above every layer (tests/test_layers.py).
 
 Its rooms (docs/architecture.md): `cli` (the command line) above `api` (the one door of a run, and `assemble`:
-config -> program), `report` (every view), `evaluation` (the run harness and the numbers), `config` (the TOML file),
-`core` (errors, retries, redaction, version) and `testing` (test doubles as library code).
+config -> program), `report` (every view), `numbers` (the numbers of finished runs), `recorded` (other systems'
+recorded pathway answers), `evaluation` (the run harness), `config` (the TOML file), `core` (errors, retries,
+redaction, version) and `testing` (test doubles as library code).
 """
 
 from __future__ import annotations
@@ -33,17 +42,39 @@ if (_CHECKOUT / "signatures" / "__init__.py").is_file() and str(_CHECKOUT) not i
 from clearmed.core.version import __version__  # noqa: E402  (after the package path is complete)
 
 if TYPE_CHECKING:
+    from clearmed.api.ask import AskRequest, ask
     from clearmed.api.assemble import build_program
-    from clearmed.api.compare import compare_runs
+    from clearmed.api.compare import CompareRequest, compare_runs
+    from clearmed.api.compile import CompileRequest
+    from clearmed.api.compile import compile_prompts as compile
     from clearmed.api.evaluate import estimate_run, evaluate
+    from clearmed.api.export import ExportRequest, export_runs
+    from clearmed.api.index import IndexBuildRequest, IndexWarmRequest, build_corpus_index, warm_hit_cache
+    from clearmed.api.merge import MergeRequest
     from clearmed.api.request import EvalRequest
     from clearmed.api.suite import evaluate_suite, merge_shards
+    from clearmed.api.tune import TuneRequest
+    from clearmed.api.tune import tune_thresholds as tune
     from clearmed.config import load_config
-    from clearmed.evaluation.results_table import results_frame, runs_frame
+    from clearmed.numbers.results_table import results_frame, runs_frame
 
-# Each public name -> the module that defines it.
+# Each public name -> the module that defines it (under the name `_NAMED` gives, where that differs).
 _DEFINED_IN = {
+    "AskRequest": "clearmed.api.ask",
+    "CompareRequest": "clearmed.api.compare",
+    "CompileRequest": "clearmed.api.compile",
     "EvalRequest": "clearmed.api.request",
+    "ExportRequest": "clearmed.api.export",
+    "IndexBuildRequest": "clearmed.api.index",
+    "IndexWarmRequest": "clearmed.api.index",
+    "MergeRequest": "clearmed.api.merge",
+    "TuneRequest": "clearmed.api.tune",
+    "ask": "clearmed.api.ask",
+    "build_corpus_index": "clearmed.api.index",
+    "compile": "clearmed.api.compile",
+    "export_runs": "clearmed.api.export",
+    "tune": "clearmed.api.tune",
+    "warm_hit_cache": "clearmed.api.index",
     "build_program": "clearmed.api.assemble",
     "compare_runs": "clearmed.api.compare",
     "estimate_run": "clearmed.api.evaluate",
@@ -51,22 +82,38 @@ _DEFINED_IN = {
     "evaluate_suite": "clearmed.api.suite",
     "merge_shards": "clearmed.api.suite",
     "load_config": "clearmed.config",
-    "results_frame": "clearmed.evaluation.results_table",
-    "runs_frame": "clearmed.evaluation.results_table",
+    "results_frame": "clearmed.numbers.results_table",
+    "runs_frame": "clearmed.numbers.results_table",
 }
 
+_NAMED = {"compile": "compile_prompts", "tune": "tune_thresholds"}
+
 __all__ = [
+    "AskRequest",
+    "CompareRequest",
+    "CompileRequest",
     "EvalRequest",
+    "ExportRequest",
+    "IndexBuildRequest",
+    "IndexWarmRequest",
+    "MergeRequest",
+    "TuneRequest",
     "__version__",
+    "ask",
+    "build_corpus_index",
     "build_program",
     "compare_runs",
+    "compile",
     "estimate_run",
     "evaluate",
     "evaluate_suite",
+    "export_runs",
     "load_config",
     "merge_shards",
     "results_frame",
     "runs_frame",
+    "tune",
+    "warm_hit_cache",
 ]
 
 
@@ -75,6 +122,6 @@ if not TYPE_CHECKING:  # for mypy the names are the imports above, so a misspelt
     def __getattr__(name: str) -> Any:
         if name not in _DEFINED_IN:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(_DEFINED_IN[name]), name)
+        value = getattr(importlib.import_module(_DEFINED_IN[name]), _NAMED.get(name, name))
         globals()[name] = value  # once imported, a plain attribute
         return value

@@ -162,7 +162,7 @@ def packaged_configs() -> dict[str, Path]:
     return {Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".toml")}
 
 
-# The config a run folder keeps (`clearmed.evaluation.runner.config_snapshot`): `-c RUN_DIR` reruns it.
+# The config a run folder keeps (`clearmed.evaluation.folder.config_snapshot`): `-c RUN_DIR` reruns it.
 SNAPSHOT = "config.json"
 
 
@@ -281,9 +281,11 @@ def config_name(source: str) -> str:
     return path.parent.name if path.name == SNAPSHOT else path.stem
 
 
-def _read_snapshot(path: Path) -> dict[str, Any]:
-    """A run folder's config.json as config tables: every setting the run was made with, its paths absolute (where
-    the config it was read from once lived, `source`, is left out: this file is now its source)."""
+def read_snapshot(path: Path) -> dict[str, Any]:
+    """A run folder's config.json (`path` is the folder or the file) as config tables: every setting the run was made
+    with, its paths absolute. The one reader of the file: `-c RUN_DIR` and the run folder's own
+    (`clearmed.evaluation.folder`)."""
+    path = path / SNAPSHOT if path.is_dir() else path
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:
@@ -292,7 +294,6 @@ def _read_snapshot(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {err}") from None
     if not isinstance(data, dict) or not isinstance(data.get("backbones"), dict):
         raise ConfigError(f"{path}: not a run's config snapshot (it has no backbones table)")
-    data.pop("source", None)
     return data
 
 
@@ -323,8 +324,8 @@ def _read_extended(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     made absolute against its own folder, as they would be read alone."""
     if path.resolve() in chain:
         raise ConfigError(f"{chain[0]}: extends {path}, which extends it again")
-    if path.suffix == ".json":
-        return _read_snapshot(path)
+    if path.suffix == ".json":  # where the config it was read from once lived is left out: this file is its source
+        return {key: value for key, value in read_snapshot(path).items() if key != "source"}
     tables = _read_toml(path)
     parent = tables.pop("extends", None)
     if parent is None:

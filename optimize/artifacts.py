@@ -96,7 +96,7 @@ def new_manifest(
     stages: list[str] | None = None,
     has_program_state: bool = False,
 ) -> ArtifactManifest:
-    from clearmed.evaluation.runner import config_digest
+    from clearmed.evaluation.folder import config_digest
 
     labels = backbone_labels(config)
     return ArtifactManifest(

@@ -14,7 +14,6 @@ live actions) is asked of the LM, whose calls DSPy's cache makes free on a secon
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,12 +150,14 @@ def _record_correct(record: EvalRecord) -> bool | None:
 
 
 def _run_program_settings(run_dir: Path) -> ProgramSettings:
-    """The `[program]` settings the run was made with (its config.json), defaults where absent."""
+    """The `[program]` settings the run was made with (its config snapshot), defaults where absent."""
+    from clearmed.evaluation.folder import snapshot_of
+
+    table = (snapshot_of(run_dir) or {}).get("program") or {}
     try:
-        table = json.loads((run_dir / "config.json").read_text(encoding="utf-8")).get("program") or {}
         known = {key: value for key, value in table.items() if key in ProgramSettings.model_fields}
         return ProgramSettings.model_validate(known)
-    except (OSError, ValueError):
+    except (AttributeError, ValueError):
         return ProgramSettings()
 
 

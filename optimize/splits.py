@@ -11,12 +11,10 @@ one side.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,30 +37,6 @@ class UsedIds(BaseModel):
     def seen(self) -> set[str]:
         """Every id the optimizer looked at: never a test id."""
         return set(self.train) | set(self.val)
-
-
-def read_id_file(path: str | Path) -> list[str]:
-    """Ids from a file: a JSON list, an artifact's ids.json (its train and val ids), or one id per line."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as err:
-        raise UsageError(f"{file}: cannot read the id file: {err.strerror or err}") from None
-    stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError as err:
-            raise UsageError(f"{file}: not valid JSON: {err.msg} (line {err.lineno})") from None
-        if isinstance(data, dict):
-            return sorted(UsedIds.model_validate(data).seen())
-        if isinstance(data, list) and all(isinstance(item, str) for item in data):
-            return list(data)
-        raise UsageError(f"{file}: expected a JSON list of ids or an ids.json object")
-    ids = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not ids:
-        raise UsageError(f"{file}: no ids in the file")
-    return ids
 
 
 def _examples(ids: Iterable[str], limit: int = 3) -> str:

@@ -157,7 +157,7 @@ def worker_lucene_build(chunks: Path, index: Path, threads: int, shards: int | N
 
 def worker_lucene_query(db: Path, count: int, threads: int) -> dict[str, Any]:
     """Latency and CPU per query on a pool of 1 search thread and on one of `threads`, in this one process."""
-    from clearmed.cli.index import density_questions
+    from clearmed.api.index import density_questions
     from clearmed.retrieval.lucene import LuceneCorpus, SearchPool
 
     stems = medqa_queries(count + WARM_UP)

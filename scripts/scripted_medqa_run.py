@@ -21,10 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import clearmed
 from clearmed.api.assemble import build_program
-from clearmed.cli.evaluate import shared_source
+from clearmed.api.questions import shared_source
 from clearmed.config import load_config
-from clearmed.evaluation import EvalSpec, run_evaluation
+from clearmed.evaluation import read_records
 from clearmed.signatures.records import Question
 from clearmed.testing import ScriptedCall, scripted_lm
 
@@ -168,16 +169,11 @@ def write_runs(out: Path, limit: int, seed: int) -> list[Path]:
         lm, _ = scripted_lm(script(plans), model="local/scripted-medqa")
         program = build_program(name, config, role_lms={"main": lm})
         folder = out / f"{name}-n{limit}-s{seed}"
-        spec = EvalSpec(
-            program=name,
-            benchmark="medqa",
-            source=f"{bench.source} (scripted model)",
-            questions=bench.questions,
-            run_dir=folder,
-            limit=limit,
-            seed=seed,
+        # Through the one door of a run, as `clearmed eval` runs (a module built here, so the scripted LM answers).
+        clearmed.evaluate(
+            program, bench.questions, name="medqa", config=config, run_dir=folder, seed=seed, show_progress=False
         )
-        records = run_evaluation(spec, config, program, show_progress=False)
+        records = list(read_records(folder))
         print(f"{folder}: {len(records)} questions")
         folders.append(folder)
     return folders

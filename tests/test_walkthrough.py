@@ -23,7 +23,7 @@ import pytest
 
 from clearmed.demo import demo_dir
 from clearmed.evaluation import read_records
-from clearmed.evaluation.results_table import runs_frame
+from clearmed.numbers.results_table import runs_frame
 from tests.reliability.fakes import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import dspy
 from dspy.utils.caching import default_cache_dir
@@ -29,8 +29,8 @@ from clearmed.signatures.records import PathwayName
 from clearmed.signatures.records.settings import CLEAR_VARIANTS, clear_variant_settings
 
 if TYPE_CHECKING:
-    from clearmed.evaluation.recorded import RecordedPathway
     from clearmed.optimize.artifacts import ProgramArtifact
+    from clearmed.recorded import RecordedPathway
 
 
 def build_role_lms(config: ClearmedConfig, roles: tuple[str, ...] = ("main", "assessor")) -> dict[str, dspy.BaseLM]:
@@ -83,18 +83,23 @@ def build_program(
     *,
     role_lms: dict[str, dspy.BaseLM] | None = None,
     pathways: Mapping[PathwayName, dspy.Module] | None = None,
+    artifact: ProgramArtifact | str | Path | None = None,
 ) -> CLEAR | SinglePathway:
     """A program by name (see PROGRAMS), built from the config; evidence backends only where it needs them.
 
     `pathways` puts recorded (or absent) pathways in the place of live ones (`programs.pathways.recorded`); the
-    local corpus is then not opened unless the local pathway runs live."""
+    local corpus is then not opened unless the local pathway runs live. `artifact` (a `clearmed compile` / `clearmed
+    tune` folder, or one loaded) is loaded onto it: its thresholds into the config the program is built from, its
+    prompts onto the built program (what did not transfer is said on stderr), so one question is one call."""
     if name not in PROGRAMS:
         raise UsageError(f"unknown program {name!r}; choose one of {', '.join(PROGRAMS)}")
+    loaded, config = artifact_of(artifact, config)
     configure_lm_cache(config)
     lms = role_lms if role_lms is not None else build_role_lms(config)
     pathways = pathways or {}
     program = _build_live(name, config, lms, search_corpus="local" not in pathways)
     use_recorded_pathways(program, pathways)
+    _load_artifact(program, loaded, config)
     return program
 
 
@@ -161,13 +166,27 @@ def use_recorded_pathways(program: CLEAR | SinglePathway, pathways: Mapping[Path
             )
 
 
-def artifact_of(path: str | Path | None, config: ClearmedConfig) -> tuple[ProgramArtifact | None, ClearmedConfig]:
-    """The `--program-artifact` (None: none given) and the config carrying its thresholds."""
-    if not path:
-        return None, config
-    from clearmed.optimize.artifacts import with_artifact
+def artifact_of(
+    artifact: ProgramArtifact | str | Path | None, config: ClearmedConfig
+) -> tuple[ProgramArtifact | None, ClearmedConfig]:
+    """The `--program-artifact` (None: none given; a folder is loaded) and the config carrying its thresholds."""
+    if artifact is None or isinstance(artifact, (str, Path)):
+        if not artifact:
+            return None, config
+        from clearmed.optimize.artifacts import with_artifact
 
-    return with_artifact(str(path), config)
+        return with_artifact(str(artifact), config)
+    return artifact, config.model_copy(update={"thresholds": artifact.thresholds})
+
+
+def _load_artifact(module: dspy.Module, artifact: ProgramArtifact | None, config: ClearmedConfig) -> None:
+    """The artifact's prompts and thresholds onto a built module; what did not transfer is said on stderr."""
+    if artifact is None:
+        return
+    from clearmed.optimize.artifacts import apply_artifact
+
+    for warning in apply_artifact(module, artifact, config):
+        user_console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
 def program_with_artifact(
@@ -180,14 +199,10 @@ def program_with_artifact(
     artifact's prompts and thresholds loaded (what did not transfer is said on stderr). `clearmed ask` builds its
     program here too, so one question and a run load an artifact alike."""
     if isinstance(program, str):
-        module: dspy.Module = build_program(program, config, pathways={r.pathway: r.module() for r in recorded})
-    elif recorded:
+        pathways = {r.pathway: r.module() for r in recorded}
+        return build_program(program, config, pathways=pathways, artifact=artifact)
+    if recorded:
         raise UsageError("--pathway replaces a pathway of a program built by name, not of a module you built")
-    else:
-        module = program  # the API door checked it is a module
-    if artifact is not None:
-        from clearmed.optimize.artifacts import apply_artifact
-
-        for warning in apply_artifact(module, artifact, config):
-            user_console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
+    module = cast(dspy.Module, program)  # the API door checked it is a module
+    _load_artifact(module, artifact, config)
     return module

@@ -1,6 +1,6 @@
 """`clearmed.compare_runs`: the one door of `clearmed compare` and of a suite's comparisons. Finished run folders
 (or a suite's folder: every run below it, as `clearmed report` and `export` take it) side by side
-(`clearmed.evaluation.compare`), paired against the first run of each benchmark, a chosen `baseline`
+(`clearmed.numbers.compare`), paired against the first run of each benchmark, a chosen `baseline`
 or all pairs, and with `out` every file of the comparison written there (`clearmed.report.comparison_files`:
 Markdown, CSV, JSON, a LaTeX table and the plots as PNG, PDF or SVG)."""
 
@@ -13,12 +13,25 @@ from typing import get_args
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.core.errors import UsageError
-from clearmed.evaluation.compare import Comparison, compare
-from clearmed.evaluation.results_table import run_folders
+from clearmed.numbers.compare import Comparison, compare
+from clearmed.numbers.results_table import run_folders
 from clearmed.report.markdown import comparison_markdown
 from clearmed.report.plots import PlotFormat
 
-__all__ = ["CompareResult", "compare_runs"]
+__all__ = ["CompareRequest", "CompareResult", "compare_runs"]
+
+
+class CompareRequest(BaseModel):
+    """One field per `clearmed compare` option of the same name: `compare_runs(request.runs, **the others)`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runs: list[str | Path]  # run folders, or a suite's folder (every run below it)
+    out: str | Path | None = None
+    common: bool = False
+    baseline: str | Path | None = None
+    all_pairs: bool = False
+    plot_format: PlotFormat = "png"
 
 
 class CompareResult(BaseModel):

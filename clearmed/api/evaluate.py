@@ -12,11 +12,10 @@ the answer, or a `Question` record.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 
@@ -31,10 +30,10 @@ if TYPE_CHECKING:
     from clearmed.benchmarks import BenchmarkSet
     from clearmed.config import ClearmedConfig
     from clearmed.evaluation import EvalSpec, RunSummary
-    from clearmed.evaluation.estimate import Estimate
-    from clearmed.evaluation.recorded import RecordedPathway
     from clearmed.evaluation.shard import RunShard
+    from clearmed.numbers.estimate import Estimate
     from clearmed.optimize.artifacts import ProgramArtifact
+    from clearmed.recorded import RecordedPathway
     from clearmed.signatures.records import Question
 
 __all__ = [
@@ -238,7 +237,7 @@ class _Run:
         from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
         from clearmed.evaluation import run_evaluation
         from clearmed.evaluation.runner import BudgetReached, RunInterrupted
-        from clearmed.evaluation.scoring import grader_for
+        from clearmed.numbers.scoring import grader_for
 
         module = program_with_artifact(self.request.program, self.config, self.artifact, self.recorded)
         self._start_from_smaller_run()
@@ -272,8 +271,8 @@ class _Run:
     def _start_from_smaller_run(self) -> None:
         """A default folder not made yet starts from the default folder of the same run on a smaller `--limit` (the
         same seed draws a prefix of the same permutation), so a larger limit asks only the questions it adds; said in
-        one line naming that folder, which is left as it was (`runner.start_from_smaller_run`)."""
-        from clearmed.evaluation.runner import start_from_smaller_run
+        one line naming that folder, which is left as it was (`folder.start_from_smaller_run`)."""
+        from clearmed.evaluation.folder import smaller_draws, start_from_smaller_run
         from clearmed.evaluation.store import read_records
 
         spec = self.spec
@@ -303,8 +302,15 @@ class _Run:
         return finish_run_folder(self.spec.run_dir, Prices.of(self.config), console, interrupted=interrupted)
 
 
-def request_config(request: EvalRequest) -> ClearmedConfig:
-    """The config the request names, with its overrides (a loaded config takes none)."""
+class ConfigChoice(Protocol):
+    """The config options of any verb's request (`-c` and `--set`)."""
+
+    config: ClearmedConfig | str | Path | None
+    overrides: list[str]
+
+
+def request_config(request: ConfigChoice) -> ClearmedConfig:
+    """The config the request (of any verb) names, with its overrides (a loaded config takes none)."""
     from clearmed.config import ClearmedConfig, load_config
 
     if not isinstance(request.config, ClearmedConfig):
@@ -336,6 +342,7 @@ def _eval_spec(
     from clearmed.benchmarks import benchmark_folder
     from clearmed.config import config_name, overrides_label
     from clearmed.evaluation import EvalSpec
+    from clearmed.evaluation.folder import default_run_dir
 
     artifact, config = artifact_of(request.program_artifact, config)
     questions, shard = _sharded(request.shard, bench.questions)
@@ -385,44 +392,6 @@ def _overrides(given: Sequence[str]) -> list[str]:
     return [f"{key}={value}" for key, value in sorted(latest.items())]
 
 
-def default_run_dir(
-    runs_dir: Path,
-    config_name: str,
-    benchmark: str,
-    program: str,
-    limit: int | None,
-    seed: int,
-    shard: tuple[int, int] | None = None,
-    *,
-    label: str = "",
-) -> Path:
-    """The same command always names the same folder, so rerunning it resumes; shard K of N is a sibling folder of
-    the run's own (where `clearmed merge` puts the joined run). `label` names what sets the run apart from its config
-    (its `--set` overrides: `clearmed.config.overrides_label`), so a sweep's runs never share a folder; without one
-    the name is what it always was."""
-    from clearmed.config import filename_slug as _slug
-
-    size = f"n{limit}" if limit else "all"
-    named = f"-{label}" if label else ""
-    part = f"-shard{shard[0]}of{shard[1]}" if shard else ""
-    return runs_dir / _slug(config_name) / _slug(benchmark) / f"{_slug(program)}-{size}-s{seed}{named}{part}"
-
-
-def smaller_draws(run_dir: Path, limit: int | None, seed: int) -> list[Path]:
-    """The default folders beside `run_dir` (a default folder, `default_run_dir`) that differ from it only in a smaller
-    `--limit` (any limit, for a run of all the questions), the largest first."""
-    named = re.match(rf"^(?P<head>.+)-(?:n\d+|all)-s{seed}(?P<tail>.*)$", run_dir.name)
-    if named is None or not run_dir.parent.is_dir():
-        return []
-    pattern = re.compile(rf"^{re.escape(named['head'])}-n(\d+)-s{seed}{re.escape(named['tail'])}$")
-    found = [
-        (int(match[1]), folder)
-        for folder in run_dir.parent.iterdir()
-        if (match := pattern.match(folder.name)) and folder.is_dir() and (limit is None or int(match[1]) < limit)
-    ]
-    return [folder for _, folder in sorted(found, reverse=True)]
-
-
 def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Question], RunShard | None]:
     """`--shard K/N`: shard K of the run's questions (clearmed.evaluation.shard), else all of them."""
     if given is None:
@@ -435,7 +404,7 @@ def _sharded(given: str | None, questions: Sequence[Question]) -> tuple[list[Que
 
 def recorded_pathways(given: Sequence[str], questions: Sequence[Question]) -> list[RecordedPathway]:
     """`--pathway NAME=SOURCE` as recorded (or absent) pathways; a bad form or an unreadable source is one line."""
-    from clearmed.evaluation.recorded import RecordedPathwayError, absent_pathway, read_recorded_pathway
+    from clearmed.recorded import RecordedPathwayError, absent_pathway, read_recorded_pathway
 
     chosen: dict[str, RecordedPathway] = {}
     for item in given:
@@ -469,9 +438,9 @@ def _program_name(program: object) -> str:
 
 def _estimate(run: _Run, *, pilot: bool) -> Estimate:
     """The expected calls, tokens, dollars, credits and wall time of the questions the run has left."""
-    from clearmed.evaluation.estimate import basis_records, estimate, stored_runs
     from clearmed.evaluation.spend import Prices
     from clearmed.evaluation.store import read_records
+    from clearmed.numbers.estimate import basis_records, estimate, stored_runs
 
     spec, config = run.spec, run.config
     done = {r.question_id for r in read_records(spec.run_dir) if not r.degraded} if spec.run_dir.is_dir() else set()

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -74,13 +75,38 @@ def load_questions(options: QuestionOptions) -> BenchmarkSet:
     )
 
 
+def read_id_file(path: str | Path) -> list[str]:
+    """Ids from a file (`--ids`, `--exclude-ids`, `--train-ids`, `--test-ids`): a JSON list, an artifact's ids.json
+    (its train and val ids), or one id per line."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"{file}: cannot read the id file: {err.strerror or err}") from None
+    stripped = text.strip()
+    if stripped.startswith(("[", "{")):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{file}: not valid JSON: {err.msg} (line {err.lineno})") from None
+        if isinstance(data, dict):
+            from clearmed.optimize.splits import UsedIds
+
+            return sorted(UsedIds.model_validate(data).seen())
+        if isinstance(data, list) and all(isinstance(item, str) for item in data):
+            return list(data)
+        raise UsageError(f"{file}: expected a JSON list of ids or an ids.json object")
+    ids = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not ids:
+        raise UsageError(f"{file}: no ids in the file")
+    return ids
+
+
 def wanted_ids(ids: str | Path | None, limit: int | None) -> list[str]:
     """`--ids FILE`: its ids, in order (none without it). An id listed twice is refused in one line naming it: the
     run would answer one question twice, and a summary scores each question once."""
     if not ids:
         return []
-    from clearmed.optimize.splits import read_id_file
-
     if limit:
         raise UsageError("give --ids or --limit, not both")
     wanted = read_id_file(ids)

@@ -1,4 +1,4 @@
-"""`clearmed.evaluate_suite`: a suite (`clearmed.evaluation.suite`) run in this process, every cell (and every shard
+"""`clearmed.evaluate_suite`: a suite (`clearmed.api.suite_file`) run in this process, every cell (and every shard
 of a cell) one `EvalRequest` through `clearmed.evaluate`; `clearmed.merge_shards`: the shards of a run joined into
 one finished run folder. `clearmed suite` and `clearmed merge` parse their arguments and call these.
 
@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from clearmed.api.evaluate import LeftToRedo, default_run_dir, evaluate_to_exit_code, left_to_redo, request_config
+from clearmed.api.evaluate import LeftToRedo, evaluate_to_exit_code, left_to_redo, request_config
 from clearmed.api.request import EvalRequest
 from clearmed.core.console import user_console
 
 if TYPE_CHECKING:
     from clearmed.api.compare import CompareResult
+    from clearmed.api.suite_file import Suite, SuiteCell
     from clearmed.evaluation import RunSummary
-    from clearmed.evaluation.suite import Suite, SuiteCell
 
 __all__ = ["PlannedCell", "compare_suite", "evaluate_suite", "merge_shards", "plan_suite", "suite_comparisons"]
 
@@ -57,35 +57,36 @@ class PlannedCell:
 
 
 def cell_request(suite: Suite, cell: SuiteCell, run_dir: Path, shard: tuple[int, int] | None) -> EvalRequest:
-    """The `clearmed eval` of one cell (or one shard of it), as its command line would parse (paths as text)."""
+    """The `clearmed eval` of one cell (or one shard of it): the suite's template (`Suite.template`: every option the
+    file sets) with the cell's axes put in, as its command line would parse (paths as text)."""
     benchmark = cell.benchmark
-    return EvalRequest(
-        program=cell.program,
-        benchmark=benchmark.name,
-        config=cell.config,
-        source=benchmark.source,
-        split=benchmark.split,
-        ids=benchmark.ids,
-        limit=suite.limit,
-        seed=cell.seed,
-        threads=suite.threads,
-        overrides=[*suite.overrides, *cell.overrides],
-        run_dir=str(run_dir),
-        shard=f"{shard[0]}/{shard[1]}" if shard else None,
-    )
+    axes = {
+        "program": cell.program,
+        "benchmark": benchmark.name,
+        "config": cell.config,
+        "source": benchmark.source,
+        "split": benchmark.split,
+        "ids": benchmark.ids,
+        "seed": cell.seed,
+        "overrides": [*suite.template.overrides, *cell.overrides],
+        "run_dir": str(run_dir),
+        "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+    }
+    return suite.template.model_copy(update=axes)
 
 
 def plan_suite(suite: Suite) -> list[PlannedCell]:
     """The suite's cells as requests, each set of a sweep (`Suite.sets`) in its own folder; a config that does not
     load, with any set, is refused first, in one line (before any cell runs or is printed)."""
     from clearmed.config import load_config
+    from clearmed.evaluation.folder import default_run_dir
 
     for config in suite.configs:
         for overrides in suite.sets.values():
-            load_config(config, [*suite.overrides, *overrides])
+            load_config(config, [*suite.template.overrides, *overrides])
     planned = []
     for cell in suite.cells():
-        where = (suite.out, cell.config_name, cell.benchmark.folder, cell.program, suite.limit, cell.seed)
+        where = (suite.out, cell.config_name, cell.benchmark.folder, cell.program, suite.template.limit, cell.seed)
         run_dir = default_run_dir(*where, label=cell.label)
         resume = cell_request(suite, cell, run_dir, None)
         shards = [(index, suite.shards) for index in range(1, suite.shards + 1)] if suite.shards > 1 else []
@@ -130,6 +131,7 @@ def evaluate_suite(
 
     console = console or user_console(stderr=True, soft_wrap=True)
     plan = plan_suite(suite)
+    quiet = quiet or suite.template.quiet  # the file's `quiet = true` quiets the suite's own lines too
     if quiet:
         plan = [_quietly(planned) for planned in plan]
     failed: list[str] = []  # the folders of the cells left with questions to redo, each with what
@@ -170,8 +172,8 @@ def merge_shards(
     and finished as `clearmed.evaluate` finishes its folder (summary, tables, plots, HTML report), at the prices of
     the shards' config; its summary. `quiet`: the merged run's one line (`run_line`) is all it prints."""
     from clearmed.api.evaluate import run_line
-    from clearmed.evaluation.compare import snapshot_prices
     from clearmed.evaluation.merge import join_shard_folders
+    from clearmed.numbers.compare import snapshot_prices
     from clearmed.report.run_folder import finish_run_folder
 
     console = console or user_console(stderr=True, soft_wrap=True)
@@ -184,20 +186,10 @@ def merge_shards(
 
 
 def _finished(request: EvalRequest) -> bool:
-    """A run folder the request would find done: summary written, every question answered and none degraded (the
-    eval would redo those), the same config (a changed one is left to the eval, which refuses it in one line)."""
-    from clearmed.evaluation.runner import config_digest, same_config_as_snapshot
-    from clearmed.evaluation.store import MANIFEST, load_manifest, read_records
+    """The request's run folder is done (`clearmed.evaluation.folder.finished`) with the request's config."""
+    from clearmed.evaluation.folder import finished
 
-    folder = Path(str(request.run_dir))
-    if not (folder / "summary.json").is_file() or not (folder / MANIFEST).is_file():
-        return False
-    manifest = load_manifest(folder / MANIFEST)
-    clean = {record.question_id for record in read_records(folder) if not record.degraded}
-    if any(qid not in clean for qid in manifest.question_ids):
-        return False
-    config = request_config(request)
-    return manifest.config_digest == config_digest(config) or same_config_as_snapshot(folder, config)
+    return finished(Path(str(request.run_dir)), request_config(request))
 
 
 def _run_cell(

@@ -183,7 +183,7 @@ def check_tavily(api_key_env: str, api_base_url: str | None, *, say: Say) -> boo
 
 def check_lucene(corpus: CorpusConfig, *, say: Say) -> bool:
     """Java and pyserini for the Lucene backend, then each corpus's index; False when any cannot be searched."""
-    from clearmed.cli.index import density_questions, lucene_summary
+    from clearmed.api.index import density_questions, lucene_summary
     from clearmed.retrieval.lucene import LuceneSetupError, anserini_jar, describe_index, find_java, pyserini_version
 
     try:

@@ -5,17 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from clearmed.api.evaluate import default_run_dir
-from clearmed.api.questions import load_questions as _load_questions
-from clearmed.api.questions import shared_source
-from clearmed.cli.main import add_artifact_argument, add_config_arguments
+from clearmed.cli.main import add_artifact_argument, add_config_arguments, parsed_request, print_summary
 from clearmed.core.console import user_console
 from clearmed.core.exit_codes import EXIT_CODES_HELP
 
 if TYPE_CHECKING:
     from clearmed.evaluation import RunSummary
-
-__all__ = ["_load_questions", "default_run_dir", "shared_source"]  # other commands and scripts import them here
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -26,32 +21,23 @@ def run_eval(args: argparse.Namespace) -> int:
     from clearmed.api.evaluate import estimate_run, evaluate_to_exit_code
     from clearmed.api.request import EvalRequest
 
-    request = EvalRequest(**{name: value for name, value in vars(args).items() if name in EvalRequest.model_fields})
+    request = parsed_request(EvalRequest, args)
     if request.estimate:
         user_console(soft_wrap=True).print(estimate_run(request).render(request.benchmark), markup=False)
         return 0
-    return evaluate_to_exit_code(request, _quiet if request.quiet else _print_summary)
+    return evaluate_to_exit_code(request, _quiet if request.quiet else print_summary)
 
 
 def _quiet(summary: RunSummary) -> None:
     """--quiet: the run's one line (`clearmed.api.evaluate.run_line`) is all it prints of its summary."""
 
 
-def _print_summary(summary: RunSummary) -> None:
-    from clearmed.report.markdown import comparison_table, details_markdown
-
-    user_console(soft_wrap=True).print(
-        comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
-    )
-
-
 def run_compare(args: argparse.Namespace) -> int:
-    """The arguments through `clearmed.api.compare.compare_runs` (each option a keyword of the same name); its
-    Markdown printed."""
-    from clearmed.api.compare import compare_runs
+    """The arguments as one `CompareRequest` through `clearmed.api.compare.compare_runs`; its Markdown printed."""
+    from clearmed.api.compare import CompareRequest, compare_runs
 
-    options = {"out", "common", "baseline", "all_pairs", "plot_format"}
-    result = compare_runs(args.runs, **{name: value for name, value in vars(args).items() if name in options})
+    request = parsed_request(CompareRequest, args)
+    result = compare_runs(request.runs, **request.model_dump(exclude={"runs"}))
     user_console(soft_wrap=True).print(result.markdown, markup=False, highlight=False)
     if args.out:
         user_console(stderr=True).print(f"comparison written to {args.out}", markup=False, highlight=False)

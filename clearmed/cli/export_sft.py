@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,9 +23,10 @@ def _run_decisions(runs: list[Path]) -> Iterator[tuple[Decision, str]]:
 
 def _passage_words(run: Path) -> int | None:
     """The passage truncation the judge saw, from the run's resolved config (the export must show the same text)."""
-    try:
-        config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    from clearmed.evaluation.folder import snapshot_of
+
+    config = snapshot_of(run)
+    if config is None:
         return None
     words = config.get("program", {}).get("passage_words")
     return int(words) if isinstance(words, int) else None

@@ -6,12 +6,11 @@ import argparse
 import contextlib
 import importlib
 import os
-import re
 import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import pydantic
 
@@ -22,14 +21,14 @@ from clearmed.core.version import __version__
 
 if TYPE_CHECKING:
     from clearmed.config import ClearmedConfig
-    from clearmed.signatures.records import AnswerMode, Question
+    from clearmed.evaluation import RunSummary
 
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:
     _SubParsers = argparse._SubParsersAction
 
 Handler = Callable[[argparse.Namespace], int]
-_OPTION = re.compile(r"^\s*([A-Za-z])\s*[:=.)]\s*(.+)$", re.DOTALL)
+_Request = TypeVar("_Request", bound=pydantic.BaseModel)
 
 
 def add_config_arguments(
@@ -57,59 +56,30 @@ def config_from_args(args: argparse.Namespace) -> ClearmedConfig:
     return load_config(args.config, overrides=args.overrides)
 
 
-def parse_options(raw: Sequence[str]) -> dict[str, str]:
-    """`--option "A: text"` (also A=, A., A)), or plain texts lettered A, B, C... in order."""
-    options: dict[str, str] = {}
-    for index, item in enumerate(raw):
-        match = _OPTION.match(item)
-        letter, text = (match.group(1).upper(), match.group(2).strip()) if match else (chr(ord("A") + index), item)
-        if letter in options:
-            raise UsageError(f"option {letter} is given twice")
-        options[letter] = text
-    return options
+def parsed_request(request_type: type[_Request], args: argparse.Namespace) -> _Request:
+    """A command's parsed arguments as its api request: each option is the field of the same name (the command's
+    display options, which no field holds, aside; tests/test_one_door.py holds the two equal)."""
+    return request_type(**{name: value for name, value in vars(args).items() if name in request_type.model_fields})
 
 
-def _question_from_args(args: argparse.Namespace) -> Question:
-    from clearmed.demo import demo_question
-    from clearmed.signatures.records import Question
+def print_summary(summary: RunSummary) -> None:
+    """A finished run's tables, as `clearmed eval`, `merge` and `suite` print them."""
+    from clearmed.report.markdown import comparison_table, details_markdown
 
-    if args.demo:
-        if args.question or args.option:
-            raise UsageError("--demo picks a demo question; do not also give a question or options")
-        return demo_question(args.demo)
-    if not args.question:
-        raise UsageError('give a question, e.g. clearmed ask "What causes ...?" -o "A: ..." -o "B: ...", or --demo')
-    for name, value in (
-        ("the question", args.question),
-        ("--context", args.context),
-        *(("--option", o) for o in args.option),
-    ):
-        # Bytes that are not UTF-8 reach argv as lone surrogates (Python's surrogateescape): no prompt can hold them.
-        if value and any("\udc80" <= char <= "\udcff" for char in value):
-            raise UsageError(f"{name} holds bytes that are not UTF-8; re-encode it as UTF-8 (e.g. iconv -t UTF-8)")
-    options = parse_options(args.option) if args.option else None
-    if options is not None and len(options) < 2:
-        raise UsageError("a multiple-choice question needs at least two --option values")
-    mode: AnswerMode = "free_text" if options is None else ("multi" if args.multi else "single")
-    try:
-        return Question(id="cli", text=args.question, options=options, answer_mode=mode, context=args.context)
-    except pydantic.ValidationError as err:
-        raise UsageError("; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())) from None
+    user_console(soft_wrap=True).print(
+        comparison_table([summary]) + details_markdown([summary]), markup=False, highlight=False
+    )
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    question = _question_from_args(args)  # a bad question is refused before anything heavy is imported
-    with user_console(stderr=True).status("loading the program ...", spinner="dots") as status:
-        from clearmed.api.assemble import artifact_of, program_with_artifact
-        from clearmed.programs.lm.prompting import over_budget
+    from clearmed.api.ask import AskRequest, asked_question
 
-        config = config_from_args(args)
-        refusal = over_budget(question, config.program)  # before loading a model that could not read it
-        if refusal is not None:
-            raise UsageError(refusal)
-        status.update(f"answering with {config.backbones['main'].model} ...")
-        artifact, config = artifact_of(args.program_artifact, config)
-        decision = program_with_artifact("clear", config, artifact)(question=question).decision
+    request = parsed_request(AskRequest, args)
+    asked_question(request)  # a bad question is refused before anything heavy is imported
+    with user_console(stderr=True).status("loading the program and answering ...", spinner="dots"):
+        from clearmed.api.ask import ask
+
+        decision = ask(request)
     if args.json:
         sys.stdout.write(decision.model_dump_json(indent=2) + "\n")
     else:

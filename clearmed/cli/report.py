@@ -16,7 +16,7 @@ def _size(n: int) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from clearmed.evaluation.results_table import run_folders
+    from clearmed.numbers.results_table import run_folders
     from clearmed.report.html_report import write_html_report
 
     given = [Path(folder) for folder in args.runs]

@@ -1,4 +1,4 @@
-"""`clearmed suite`: a matrix of evaluations (a suite file or the command line; `clearmed.evaluation.suite`) parsed
+"""`clearmed suite`: a matrix of evaluations (a suite file or the command line; `clearmed.api.suite_file`) parsed
 into a `Suite` and run in this process by `clearmed.api.suite.evaluate_suite` (every cell an `EvalRequest` through
 `clearmed.evaluate`; no command line is built to run it), then, once every cell is done, one `clearmed compare` per
 benchmark. A cell left with degraded questions is named in the closing line and the suite exits 4 (`ExitCode`).
@@ -15,16 +15,17 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clearmed.cli.main import print_summary
 from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 from clearmed.core.exit_codes import EXIT_CODES_HELP
 
 if TYPE_CHECKING:
-    from clearmed.evaluation.suite import Suite
+    from clearmed.api.suite_file import Suite
 
 
 def _suite_of(args: argparse.Namespace) -> Suite:
-    from clearmed.evaluation.suite import load_suite, suite_from_table
+    from clearmed.api.suite_file import load_suite, suite_from_table
 
     matrix = bool(args.program or args.benchmark or args.config or args.seed or args.limit)
     if args.suite_file:
@@ -41,19 +42,18 @@ def _suite_of(args: argparse.Namespace) -> Suite:
         raise UsageError(f"--shards must be at least 1, not {args.shards}")
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be at least 1, not {args.threads}")
-    given = {
-        "out": Path(args.out) if args.out else None,
-        "shards": args.shards,
+    options = {  # every cell's: the suite's template (`Suite.template`)
         "threads": args.threads,
-        "overrides": [*suite.overrides, *args.overrides] if args.overrides else None,
+        "overrides": [*suite.template.overrides, *args.overrides] if args.overrides else None,
     }
+    template = suite.template.model_copy(update={key: value for key, value in options.items() if value is not None})
+    given = {"out": Path(args.out) if args.out else None, "shards": args.shards, "template": template}
     return suite.model_copy(update={key: value for key, value in given.items() if value is not None})
 
 
 def run_suite(args: argparse.Namespace) -> int:
     from clearmed.api.request import request_argv
     from clearmed.api.suite import compare_suite, evaluate_suite, plan_suite, suite_comparisons
-    from clearmed.cli.evaluate import _print_summary
 
     suite = _suite_of(args)
     plan = plan_suite(suite)  # a config that does not load is refused here, before any cell runs or is printed
@@ -72,7 +72,7 @@ def run_suite(args: argparse.Namespace) -> int:
         for argv in (argv for name in chosen for argv in sections[name]):
             print(f"clearmed {shlex.join(argv)}")
         return 0
-    code = evaluate_suite(suite, on_summary=None if args.quiet else _print_summary, quiet=args.quiet)
+    code = evaluate_suite(suite, on_summary=None if args.quiet else print_summary, quiet=args.quiet)
     if code:
         return code
     for compared in compare_suite(suite, plan):  # --quiet: written to the files alone
@@ -85,7 +85,7 @@ def run_suite(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     suite = commands.add_parser("suite", epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    suite.add_argument("suite_file", nargs="?", metavar="SUITE.toml", help="a suite file (clearmed.evaluation.suite)")
+    suite.add_argument("suite_file", nargs="?", metavar="SUITE.toml", help="a suite file (clearmed.api.suite_file)")
     suite.add_argument("--program", action="append", default=[], help="a program of the matrix (repeatable)")
     suite.add_argument(
         "--benchmark", action="append", default=[], metavar="NAME[=SOURCE]", help="a benchmark of the matrix"

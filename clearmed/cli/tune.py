@@ -1,172 +1,28 @@
-"""`clearmed tune`: Optuna over the adjudication thresholds, re-scoring stored runs by replay."""
+"""`clearmed tune`: the arguments parse into a `TuneRequest` through `clearmed.api.tune.tune_thresholds` (Optuna over
+the adjudication thresholds, re-scoring stored runs by replay); its report printed."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from clearmed.cli.main import add_config_arguments, config_from_args
+from clearmed.api.tune import TuneRequest, tune_thresholds
+from clearmed.cli.main import add_config_arguments, parsed_request
 from clearmed.core.console import user_console
-from clearmed.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from clearmed.config import ClearmedConfig
-    from clearmed.optimize.artifacts import ProgramArtifact
-    from clearmed.optimize.rescore import LoadedRuns, ReplayItem, Rescorer, TrialScore
-    from clearmed.optimize.splits import UsedIds
+    from clearmed.optimize.rescore import TrialScore
     from clearmed.optimize.tuning import TuneSummary
     from clearmed.optimize.verifier_fit import LearnedFit
 
 
-def _run_config(args: argparse.Namespace) -> ClearmedConfig:
-    """The config whose priors (and, with --live, LMs) replay uses: -c, else the first run's config.json."""
-    from clearmed.config import ClearmedConfig
-    from clearmed.evaluation.compare import snapshot_backbone
-
-    if args.config or args.overrides:
-        return config_from_args(args)
-    path = Path(args.run[0]) / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        raise UsageError(f"{path}: missing or unreadable; pass -c/--config with the config the run used") from None
-    try:
-        for name, table in dict(data.get("backbones") or {}).items():
-            if isinstance(table, dict):  # the snapshot's embedded-only defaults dropped (`snapshot_backbone`)
-                data["backbones"][name] = snapshot_backbone(table)
-        return ClearmedConfig.model_validate(data)
-    except ValidationError as err:
-        first = str(err).splitlines()[0]
-        raise UsageError(f"{path}: not a config this version reads ({first}); pass -c/--config") from None
-
-
-def _ids(path: str | None) -> list[str] | None:
-    from clearmed.optimize.splits import read_id_file
-
-    return read_id_file(path) if path else None
-
-
-def run_tune(args: argparse.Namespace) -> int:
-    from clearmed.optimize.rescore import load_items
-    from clearmed.optimize.splits import question_groups, question_key_digest, refuse_seen_as_test, split_ids
-    from clearmed.optimize.tuning import TuneSettings, parse_params, redact_storage, tune
-
-    if args.cost_weight < 0:
-        raise UsageError(f"--cost-weight must be >= 0, got {args.cost_weight}")
-    params = parse_params(args.params)
-    out, compiled = _out_and_compiled(args)
-    items, loaded = load_items(args.run)
-    groups = question_groups(item.question for item in items)  # a question repeated under two ids: one side
-    ids = split_ids(
-        [item.question_id for item in items],
-        train_ids=_ids(args.train_ids),
-        test_ids=_ids(args.test_ids),
-        train_fraction=args.train_fraction,
-        seed=args.seed,
-        groups=groups,
-    )
-    train = set(ids.train)
-    ids.seen_keys = sorted({question_key_digest(item.question) for item in items if item.question_id in train})
-    if compiled is not None:
-        refuse_seen_as_test(ids.test, compiled.ids.seen(), what="compiling the program")
-    config = _run_config(args)
-    rescorer = _rescorer(args, items, config)
-    settings = TuneSettings(
-        params=params,
-        on_miss=args.on_miss,
-        cost_weight=args.cost_weight,
-        cost_unit=args.cost_unit,
-        seed=args.seed,
-        live=args.live,
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    storage = args.storage or f"sqlite:///{(out / 'optuna.db').resolve()}"
-    console = user_console(stderr=True)
-    console.print(
-        f"tuning {', '.join(params)} on {len(ids.train)} train ids ({len(ids.test)} held out) "
-        f"from {loaded.records} records ({loaded.skipped_unscored} unscored skipped); "
-        f"study {args.study_name!r} in {redact_storage(storage)}"
-    )
-    summary = tune(
-        rescorer, ids, settings, n_trials=args.trials, study_name=args.study_name, storage=storage, timeout=args.timeout
-    )
-    if summary.learned_fit is not None:  # where the fit does not apply: fall back (recorded) or refuse the question
-        fit = summary.learned_fit
-        model = fit.model.model_copy(update={"out_of_domain": args.learned_out_of_domain})
-        summary = summary.model_copy(update={"learned_fit": fit.model_copy(update={"model": model})})
-    _write_tune_artifact(out, summary, compiled, loaded, config, ids)
-    user_console().print(_report(summary))
-    console.print(f"artifact: {out}  (dashboard: optuna-dashboard {summary.storage})")
+def _run_tune(args: argparse.Namespace) -> int:
+    tuned = tune_thresholds(parsed_request(TuneRequest, args))
+    user_console().print(_report(tuned.summary))
+    user_console(stderr=True).print(f"artifact: {tuned.out}  (dashboard: optuna-dashboard {tuned.summary.storage})")
     return 0
-
-
-def _out_and_compiled(args: argparse.Namespace) -> tuple[Path, ProgramArtifact | None]:
-    """The artifact folder (never a compile artifact's), and the compile artifact the runs were made with, if any."""
-    from clearmed.optimize.artifacts import MANIFEST, load_artifact
-
-    out = Path(args.out)
-    if (out / MANIFEST).exists() and load_artifact(out).manifest.kind != "tune":
-        raise UsageError(f"{out} holds a compiled program artifact; choose another --out")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out} is a file, not a folder")
-    compiled = load_artifact(args.program_artifact) if args.program_artifact else None
-    if compiled is not None and compiled.program_state is None:
-        raise UsageError(f"{args.program_artifact}: holds no compiled program (program.json) to carry")
-    return out, compiled
-
-
-def _rescorer(args: argparse.Namespace, items: list[ReplayItem], config: ClearmedConfig) -> Rescorer:
-    from clearmed.optimize.rescore import LiveSession, Rescorer
-
-    live = None
-    if args.live:
-        from clearmed.api.assemble import build_clear
-
-        live = LiveSession(build_clear(config))
-    return Rescorer(
-        items,
-        on_miss=args.on_miss,
-        cost_weight=args.cost_weight,
-        cost_unit=args.cost_unit,
-        live=live,
-    )
-
-
-def _write_tune_artifact(
-    out: Path,
-    summary: TuneSummary,
-    compiled: ProgramArtifact | None,
-    loaded: LoadedRuns,
-    config: ClearmedConfig,
-    ids: UsedIds,
-) -> None:
-    """Tuned on runs of a compiled program: one artifact carries both, so `--program-artifact` loads them together."""
-    from clearmed.optimize.artifacts import new_manifest, write_artifact
-
-    state = compiled.program_state if compiled is not None else None
-    optimizer = "optuna-tpe" if compiled is None else f"{compiled.manifest.optimizer}+optuna-tpe"
-    manifest = new_manifest(
-        "tune", loaded.programs[0], config, benchmark=None, optimizer=optimizer, has_program_state=state is not None
-    )
-    if compiled is not None:  # the prompts were optimised on the compile ids: they count as seen, never as test
-        ids = ids.model_copy(update={"train": list(dict.fromkeys([*ids.train, *compiled.ids.seen()]))})
-    reports = {"study.json": summary.model_dump_json(indent=2), "runs.json": loaded.model_dump_json(indent=2)}
-    learned = summary.learned_fit.model if summary.learned_fit is not None else None
-    write_artifact(
-        out,
-        manifest,
-        thresholds=summary.thresholds,
-        ids=ids,
-        config=config,
-        program_state=state,
-        reports=reports,
-        learned=learned,
-    )
 
 
 def _report(summary: TuneSummary) -> str:
@@ -310,4 +166,4 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     tune.add_argument("--train-ids", help="file of ids to tune on (JSON list, ids.json, or one per line)")
     tune.add_argument("--train-fraction", type=float, help="tune on this seeded fraction of the ids")
     tune.add_argument("--test-ids", help="file of held-out ids to report on (must not overlap the train ids)")
-    tune.set_defaults(func=run_tune)
+    tune.set_defaults(func=_run_tune)

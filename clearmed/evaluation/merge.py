@@ -24,6 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from clearmed.config import SNAPSHOT
 from clearmed.evaluation.shard import RunShard, ids_digest, interleave_shards
 from clearmed.evaluation.spend_log import SPEND_LOG
 from clearmed.evaluation.store import (
@@ -54,7 +55,7 @@ _OF_THE_SHARD = frozenset(
 # What a merge writes before its manifest: a folder holding these alone (and their temporary files) is a merge killed
 # before it finished, which the next merge redoes.
 _JOINED = (RESULTS, DEGRADED, UNREADABLE, SPEND_LOG)
-_MERGE_FILES = frozenset({"config.json", *_JOINED})
+_MERGE_FILES = frozenset({SNAPSHOT, *_JOINED})
 _HALF_WRITTEN = frozenset({*_MERGE_FILES, *(f"{name}.tmp" for name in _MERGE_FILES), "manifest.tmp", LOCK})
 _SAME_RUN = tuple(name for name in RunManifest.model_fields if name not in _OF_THE_SHARD)
 
@@ -183,7 +184,7 @@ def _joined_files(shards: Sequence[_Shard], manifest: RunManifest) -> dict[str, 
 
     folders = [shard.folder for shard in shards]
     files = {
-        "config.json": (folders[0] / "config.json").read_bytes(),
+        SNAPSHOT: (folders[0] / SNAPSHOT).read_bytes(),  # copied as it is: the shards' configs are one digest
         RESULTS: lines([record for shard in shards for record in shard.records]),
     }
     if set_aside := [record for shard in shards for record in shard.set_aside]:

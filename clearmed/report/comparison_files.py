@@ -13,8 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from clearmed.evaluation.compare import Comparison
 from clearmed.metrics import PairedComparison
+from clearmed.numbers.compare import Comparison
 from clearmed.report.markdown import comparison_markdown, difference_text, p_text, pairing_text
 from clearmed.report.plots import PlotFormat, write_plots
 

@@ -31,13 +31,13 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.core.version import __version__
-
-# compare.py's own helpers, so that run labels, what counts as scored, and the paired test are the same as in
-# `clearmed compare` (they are module-private there; making them public is a one-line follow-up in compare.py).
-from clearmed.evaluation.compare import ComparedRun, _correct, _labels, paired_comparisons
 from clearmed.evaluation.store import MANIFEST, EvalRecord, RunManifest, RunStoreError, load_manifest, read_records
 from clearmed.evaluation.summary import RunSummary, summarize
 from clearmed.metrics import LeakageReport, PairedComparison, audit_leakage, judge_table
+
+# compare.py's own helpers, so that run labels, what counts as scored, and the paired test are the same as in
+# `clearmed compare` (they are module-private there; making them public is a one-line follow-up in compare.py).
+from clearmed.numbers.compare import ComparedRun, _correct, _labels, paired_comparisons
 from clearmed.report.html_views import (
     PassageView,
     QuestionPage,

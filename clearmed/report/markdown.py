@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clearmed.evaluation.compare import Comparison
 from clearmed.evaluation.pathway_worth import PathwayWorth
 from clearmed.evaluation.summary import CostSummary, RunSummary
 from clearmed.metrics import AccuracySummary, PairedComparison, judge_table, mcnemar_exact_p
+from clearmed.numbers.compare import Comparison
 
 
 def _pct(value: float | None) -> str:

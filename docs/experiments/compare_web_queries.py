@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not modes:
         parser.error(f"--modes: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(MODES)}")
 
+    from clearmed.api.questions import shared_source
     from clearmed.benchmarks import load_benchmark
-    from clearmed.cli.evaluate import shared_source
 
     questions = load_benchmark("medqa", source=shared_source("medqa"), limit=args.limit, seed=args.seed).questions
     config = load_config(args.config)

@@ -17,9 +17,9 @@ import random
 import sys
 from pathlib import Path
 
+from clearmed.api.questions import shared_source
 from clearmed.benchmarks import load_benchmark
-from clearmed.cli.evaluate import shared_source
-from clearmed.evaluation.recorded import read_recorded_pathway
+from clearmed.recorded import read_recorded_pathway
 from clearmed.signatures.records import Question
 
 

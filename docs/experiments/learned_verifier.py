@@ -4,7 +4,7 @@
     python docs/experiments/learned_verifier.py --pilot-sizes 30,60,120,200 [--draws 20] [--rule]
 
 Each cell's recorded CoT (parametric) and MedRAG (local) replies become the bundle the program would adjudicate
-(`clearmed.evaluation.recorded`, the dynamic pathway absent), and for every cell the table gives CoT, MedRAG, the
+(`clearmed.recorded`, the dynamic pathway absent), and for every cell the table gives CoT, MedRAG, the
 oracle (some pathway right), the chance level (a coin flip on each disagreement: the two pathways' mean), the
 deterministic verifier and the learned verifier: fitted inside the cell, pooled over the four cells (per-cell terms),
 and transferred (fitted on the two cells of the other benchmark, applied with its domain check, so it falls back,
@@ -31,10 +31,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from clearmed.api.questions import shared_source
 from clearmed.benchmarks import load_benchmark
-from clearmed.cli.evaluate import shared_source
 from clearmed.core.errors import UsageError
-from clearmed.evaluation.recorded import read_recorded_pathway
 from clearmed.metrics import mcnemar_exact_p
 from clearmed.optimize.verifier_fit import (
     DEFAULT_C,
@@ -47,6 +46,7 @@ from clearmed.optimize.verifier_fit import (
     learned_items,
 )
 from clearmed.programs.adjudication.rules import heuristic_verify
+from clearmed.recorded import read_recorded_pathway
 from clearmed.report.markdown import p_text
 from clearmed.signatures.records import Agreement, Candidate, EvidenceBundle, Passage, Question, StepError
 

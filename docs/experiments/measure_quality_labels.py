@@ -19,8 +19,8 @@ from collections import Counter
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from clearmed.api.assemble import build_clear
+from clearmed.api.questions import shared_source
 from clearmed.benchmarks import load_benchmark
-from clearmed.cli.evaluate import shared_source
 from clearmed.config import load_config
 from clearmed.programs.lm.context import RunContext, activate
 from clearmed.programs.pathways.web_query import build_query

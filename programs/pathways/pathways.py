@@ -123,7 +123,6 @@ class EvidenceAnswerer(dspy.Module):
         cited = (result.prediction.cited_ids or []) if result.prediction is not None else []
         return _candidate_from(pathway, result, question, gate, stage, cited, **extra)
 
-
     def passage_only(
         self, question: Question, passages: list[Passage], candidate: Candidate
     ) -> OptionScores | BindingFallback:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from clearmed.api import assemble
-from clearmed.cli.main import main, parse_options
+from clearmed.api.ask import parse_options
+from clearmed.cli.main import main
 from clearmed.core.errors import UsageError
 from clearmed.demo import demo_question
 from clearmed.signatures.records import Decision

@@ -19,7 +19,7 @@ from clearmed.backbones.config import (
 from clearmed.cli.main import main
 from clearmed.config import load_config
 from clearmed.evaluation import EvalSpec
-from clearmed.evaluation.runner import config_snapshot, open_run, same_config_as_snapshot
+from clearmed.evaluation.folder import config_snapshot, open_run, same_config_as_snapshot
 from clearmed.evaluation.store import RunStore, RunStoreError
 from clearmed.testing import QUESTION, format_chat_reply
 from tests.backbones.fake_openai import ScriptedOpenAI

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.cli.evaluate import _load_questions
+from clearmed.api.questions import load_questions as _load_questions
 from clearmed.core.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 
 from clearmed import results_frame
 from clearmed.cli.main import main
-from clearmed.evaluation.results_table import COLUMNS, ResultRow, RunRow, result_rows
+from clearmed.numbers.results_table import COLUMNS, ResultRow, RunRow, result_rows
 from clearmed.testing.synthetic_run import write_synthetic_run
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from clearmed.api.questions import question_of
+from clearmed.api.suite_file import suite_from_table
 from clearmed.benchmarks import sample
 from clearmed.cli.main import main
 from clearmed.evaluation import read_records
 from clearmed.evaluation.store import load_manifest
-from clearmed.evaluation.suite import suite_from_table
 from tests.cli.scripted_cli import config_toml, scripted
 
 # Every other question has an id of its own; the rest get the digest of their text and options.

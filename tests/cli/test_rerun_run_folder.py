@@ -12,7 +12,7 @@ import pytest
 from clearmed.cli.main import main
 from clearmed.config import config_name, load_config
 from clearmed.evaluation import config_digest, read_records
-from clearmed.evaluation.runner import config_snapshot
+from clearmed.evaluation.folder import config_snapshot
 from clearmed.evaluation.store import load_manifest
 from tests.cli.scripted_cli import config_toml, scripted
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_mmlu_med_suite_loads_its_id_files_exist_and_it_tunes_only_what_exists() -> None:
-    from clearmed.evaluation.suite import load_suite
+    from clearmed.api.suite_file import load_suite
 
     path = ROOT / "docs" / "experiments" / "mmlu-med-suite.toml"
     suite = load_suite(path)  # it replaced scripts/eval_mmlu_med.sh

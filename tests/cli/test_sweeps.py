@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.api.evaluate import default_run_dir
+from clearmed.api.suite_file import suite_from_table
 from clearmed.cli.main import main
 from clearmed.config import overrides_label
 from clearmed.core.errors import UsageError
 from clearmed.evaluation import read_records
-from clearmed.evaluation.suite import suite_from_table
+from clearmed.evaluation.folder import default_run_dir
 from tests.cli.scripted_cli import config_toml, scripted
 
 

@@ -17,7 +17,7 @@ from matplotlib.patches import Rectangle
 from clearmed.config import parse_config
 from clearmed.core.errors import UsageError
 from clearmed.evaluation import EvalSpec, RunStore, run_evaluation, summarize
-from clearmed.evaluation.compare import compare, paired_comparisons
+from clearmed.numbers.compare import compare, paired_comparisons
 from clearmed.report.markdown import p_text, paired_markdown
 from clearmed.report.plots import run_figures
 from clearmed.signatures.records.settings import ProgramSettings

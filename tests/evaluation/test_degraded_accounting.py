@@ -7,7 +7,7 @@ from pathlib import Path
 
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, RunStore, read_records, run_evaluation, summarize
-from clearmed.evaluation.compare import load_runs, paired_comparisons
+from clearmed.numbers.compare import load_runs, paired_comparisons
 from clearmed.report.html_report import load_run_views
 from clearmed.report.markdown import comparison_table
 from clearmed.signatures.records.settings import ProgramSettings

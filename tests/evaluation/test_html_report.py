@@ -13,9 +13,9 @@ import pytest
 from clearmed.api import assemble
 from clearmed.cli.main import main
 from clearmed.evaluation import read_records
-from clearmed.evaluation.compare import ComparedRun, _correct, paired_comparisons
 from clearmed.evaluation.store import RunStore
 from clearmed.evaluation.summary import summarize
+from clearmed.numbers.compare import ComparedRun, _correct, paired_comparisons
 from clearmed.report.html_report import environment, load_run_views, write_html_report
 from clearmed.report.html_views import QuestionPage, candidate_view, page_name, question_page
 from clearmed.signatures.records import Candidate, VerifierVerdict

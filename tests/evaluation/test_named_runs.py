@@ -17,8 +17,8 @@ from clearmed.api import assemble
 from clearmed.api.compare import compare_runs
 from clearmed.backbones.client import ClearmedLM
 from clearmed.cli.main import main
-from clearmed.evaluation.results_table import answering_model
 from clearmed.evaluation.store import MANIFEST, load_manifest, read_records
+from clearmed.numbers.results_table import answering_model
 from clearmed.report.run_folder import finish_run_folder
 from clearmed.testing import ScriptedEngine, _AsyncScriptedEngine, demo_config_toml, verifier_reply
 from clearmed.testing.synthetic_run import write_synthetic_suite

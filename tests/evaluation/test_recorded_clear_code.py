@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from clearmed.evaluation.recorded import RecordedPathwayError, clear_code_rows, read_recorded_pathway
+from clearmed.recorded import RecordedPathwayError, clear_code_rows, read_recorded_pathway
 from clearmed.signatures.records import Question
 
 OPTIONS = {"A": "Cortisol", "B": "Insulin", "C": "Thyroxine", "D": "Aldosterone"}

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from clearmed.benchmarks import BenchmarkSourceError, load_benchmark
-from clearmed.evaluation.recorded import (
+from clearmed.evaluation.store import EvalRecord, read_records
+from clearmed.recorded import (
     RecordedPathwayError,
     locate_answer,
     mirage_reply,
     read_recorded_pathway,
 )
-from clearmed.evaluation.store import EvalRecord, read_records
 from clearmed.retrieval.corpus import CorpusError, shared_data_root
 from clearmed.signatures.records import Question
 from clearmed.testing.synthetic_run import write_synthetic_run

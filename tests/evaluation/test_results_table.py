@@ -13,8 +13,8 @@ import pytest
 from clearmed import results_frame, runs_frame
 from clearmed.backbones.config import BACKBONE_ROLES
 from clearmed.evaluation import RunStore, RunStoreError, read_records, summarize
-from clearmed.evaluation.results_table import COLUMNS, ROLE_COLUMNS, RUN_COLUMNS, RunLabel
 from clearmed.evaluation.store import MANIFEST, RESULTS, load_manifest
+from clearmed.numbers.results_table import COLUMNS, ROLE_COLUMNS, RUN_COLUMNS, RunLabel
 from clearmed.signatures.records import Answer, Question
 from clearmed.testing.synthetic_run import write_synthetic_run, write_synthetic_suite
 

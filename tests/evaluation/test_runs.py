@@ -11,8 +11,8 @@ import pytest
 
 from clearmed.config import parse_config
 from clearmed.evaluation import EvalSpec, RunStore, RunStoreError, read_records, run_evaluation, summarize
-from clearmed.evaluation.compare import load_runs
 from clearmed.evaluation.store import RUN_SCHEMA_VERSION, UnreadableResultWarning, UnwritableRecordError, scan_results
+from clearmed.numbers.compare import load_runs
 from clearmed.report.markdown import comparison_table, details_markdown
 from clearmed.report.plots import run_plots, write_plots
 from clearmed.signatures.records import Question
@@ -295,7 +295,7 @@ def _finished_run(run_dir: Path, n: int, name: str) -> None:
 
 
 def test_compare_on_common_ids_resummarizes_on_the_shared_questions(tmp_path: Path) -> None:
-    from clearmed.evaluation.compare import load_runs, paired_comparisons
+    from clearmed.numbers.compare import load_runs, paired_comparisons
     from clearmed.report.markdown import paired_markdown
 
     _finished_run(tmp_path / "a" / "clear-n6", 6, "clear")
@@ -319,7 +319,7 @@ def test_compare_on_common_ids_resummarizes_on_the_shared_questions(tmp_path: Pa
 
 
 def test_compare_refuses_runs_without_shared_questions(tmp_path: Path) -> None:
-    from clearmed.evaluation.compare import load_runs
+    from clearmed.numbers.compare import load_runs
 
     _finished_run(tmp_path / "a", 2, "clear")
     records = [r.model_copy(update={"question_id": "other-" + r.question_id}) for r in read_records(tmp_path / "a")]

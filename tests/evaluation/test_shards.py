@@ -13,11 +13,11 @@ from rich.console import Console
 
 from clearmed.core.errors import UsageError
 from clearmed.evaluation import EvalSpec, RunSummary, read_records, run_evaluation
-from clearmed.evaluation.compare import snapshot_prices
 from clearmed.evaluation.merge import ShardMergeError, join_shard_folders
 from clearmed.evaluation.shard import RunShard, interleave_shards, parse_shard, take_shard
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.store import load_manifest
+from clearmed.numbers.compare import snapshot_prices
 from clearmed.report.run_folder import finish_run_folder
 from clearmed.signatures.records import Question
 from clearmed.testing.synthetic_run import SYNTHETIC_CONFIG, synthetic_program, synthetic_questions

@@ -309,8 +309,8 @@ def test_examples_carry_the_question_as_the_only_input() -> None:
 
 def test_compile_selects_train_and_val_from_a_real_benchmark_file(shared_data: Path, tmp_path: Path) -> None:
     # Goes through eval's question loader with compile's own arguments (a missing flag once crashed real runs).
-    from clearmed.cli.compile import _select
-    from clearmed.cli.main import build_parser
+    from clearmed.api.compile import CompileRequest, select_questions
+    from clearmed.cli.main import build_parser, parsed_request
 
     held = tmp_path / "held.txt"
     held.write_text("medqa:dev:48\n")
@@ -330,7 +330,7 @@ def test_compile_selects_train_and_val_from_a_real_benchmark_file(shared_data: P
         "x",
     ]
     args = build_parser().parse_args([*argv, "--exclude-ids", str(held)])
-    _, train, val = _select(args)
+    _, train, val = select_questions(parsed_request(CompileRequest, args))
     ids = [q.id for q in [*train, *val]]
     assert (len(train), len(val)) == (3, 2)
     assert "medqa:dev:48" not in ids

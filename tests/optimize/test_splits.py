@@ -142,14 +142,14 @@ def test_compiling_with_the_test_file_held_out_draws_no_twin_of_a_test_question(
 
 
 def test_compile_with_the_test_file_excluded_draws_no_twin_of_a_test_question(mmlu_pool: list[Question]) -> None:
-    from clearmed.cli.compile import _select
-    from clearmed.cli.main import build_parser
+    from clearmed.api.compile import CompileRequest, select_questions
+    from clearmed.cli.main import build_parser, parsed_request
 
     test_file = SPLITS / "mmlu-medical-test-ids.txt"
     argv = ["compile", "--optimizer", "bootstrap", "--benchmark", "mmlu-medical", "--source", "shared"]
     # every usable question: the pool less the test ids and the three copies of test questions
     argv += ["--train", "200", "--val", "55", "--exclude-ids", str(test_file), "--out", "x"]
-    _, train, val = _select(build_parser().parse_args(argv))
+    _, train, val = select_questions(parsed_request(CompileRequest, build_parser().parse_args(argv)))
     test = set(_ids("test"))
     test_keys = {question_key(question) for question in mmlu_pool if question.id in test}
     assert [question.id for question in [*train, *val] if question_key(question) in test_keys] == []

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from clearmed.api.questions import read_id_file
 from clearmed.cli.main import main
 from clearmed.core.errors import UsageError
 from clearmed.optimize.artifacts import load_artifact
 from clearmed.optimize.rescore import DecisionCost, LiveSession, Rescorer, load_items
-from clearmed.optimize.splits import UsedIds, read_id_file, refuse_seen_as_test, split_ids
+from clearmed.optimize.splits import UsedIds, refuse_seen_as_test, split_ids
 from clearmed.optimize.tuning import TuneSettings, parse_params, thresholds_from, tune
 from clearmed.signatures.records import Thresholds
 from clearmed.testing.synthetic_run import synthetic_program

@@ -118,7 +118,7 @@ def test_a_live_questions_features_equal_the_recorded_questions(disputed_run: Pa
     """The run folder's decisions are live ones; read back as recorded pathways (`eval --pathway NAME=RUN`), the
     program builds the bundle the same features come from."""
     from clearmed.evaluation import read_records
-    from clearmed.evaluation.recorded import read_recorded_pathway
+    from clearmed.recorded import read_recorded_pathway
     from clearmed.signatures.records import PATHWAYS
     from clearmed.testing.synthetic_run import synthetic_program
 

@@ -263,7 +263,7 @@ def test_a_scored_live_run_and_its_replay_give_the_same_learned_features_and_dec
     option scores, so the learned verifier reads the same features and decides the same. Mutant killed: the replay
     dropping `Candidate.option_scores` (the scored features read 0 there)."""
     from clearmed.evaluation import EvalSpec, run_evaluation
-    from clearmed.evaluation.recorded import read_recorded_pathway
+    from clearmed.recorded import read_recorded_pathway
     from clearmed.signatures.records import PATHWAYS
     from clearmed.signatures.records.settings import ProgramSettings
     from clearmed.testing import GUARD_ALL_TRUE, build_toy_program

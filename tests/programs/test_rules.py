@@ -132,7 +132,7 @@ def test_guard_follow_up_needs_enough_high_quality_sources(high: int, min_high: 
     assert rules.guard_may_search(quality(high=high, medium=5), Thresholds(guard_min_high=min_high)) is allowed
 
 
-@pytest.mark.parametrize("failing", list(GuardAssessment.model_fields.keys() - {"rationale"}))
+@pytest.mark.parametrize("failing", sorted(GuardAssessment.model_fields.keys() - {"rationale"}))
 def test_guard_grants_only_when_all_six_conditions_hold(failing: str) -> None:
     conditions = {name: True for name in GuardAssessment.model_fields if name != "rationale"}
     assert rules.guard_grants(GuardAssessment(**conditions))

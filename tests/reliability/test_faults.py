@@ -18,8 +18,8 @@ from clearmed.api.assemble import build_program
 from clearmed.config import load_config
 from clearmed.core.errors import FatalServiceError
 from clearmed.evaluation import EvalSpec, run_evaluation
-from clearmed.evaluation.scoring import grader_for
 from clearmed.evaluation.store import EvalRecord, read_records
+from clearmed.numbers.scoring import grader_for
 from clearmed.signatures.records import Question
 from clearmed.testing import demo_config_toml
 
@@ -412,8 +412,8 @@ def test_tavily_dollars_and_grading_reach_the_budget(
 
 def test_the_estimate_prices_tavily(reliability, tmp_path: Path) -> None:
     with reliability.case("lost work", "--estimate prices Tavily credits"):
-        from clearmed.evaluation.estimate import estimate
         from clearmed.evaluation.spend import DEFAULT_USD_PER_CREDIT, Prices
+        from clearmed.numbers.estimate import estimate
         from clearmed.signatures.records import CallUsage, EvidenceBundle
         from clearmed.signatures.records import Decision as DecisionRecord
 

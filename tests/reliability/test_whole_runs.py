@@ -353,7 +353,7 @@ def test_the_summary_dollars_and_retries_are_the_spend_logs_across_a_kill(
         assert stages["parametric"]["retries"] == 2
         assert sum(stage["usd"] for stage in stages.values()) == pytest.approx(summary["spend"]["usd"])
         # compare and the HTML report summarise the folder again: the same dollars and retries as summary.json.
-        from clearmed.evaluation.compare import load_runs
+        from clearmed.numbers.compare import load_runs
         from clearmed.report.html_report import load_run_views
 
         (compared,) = load_runs([run_dir])

@@ -6,12 +6,20 @@ A suite file is TOML (`clearmed suite SUITE.toml`; the same matrix can be given 
     configs = ["o3-mini", "my-server.toml"]       # packaged names or TOML paths
     programs = ["direct", "clear"]
     seeds = [0, 1]                   # default [0]
-    limit = 200                      # a seeded sample of each benchmark (default: every question)
     shards = 4                       # split every cell over 4 processes (default 1; --shards overrides)
-    threads = 8                      # --threads of every cell (default: the config's run.num_threads)
-    overrides = ["program.local_k=32"]   # --set of every cell (the command line's --set adds to them)
     sets = [[], ["program.local_k=8"], ["program.local_k=64"]]   # a sweep: one cell per set (over `overrides`)
     benchmarks = ["medqa", "pubmedqa"]
+    # Any other key is an option of every cell's `clearmed eval`, named as its `EvalRequest` field:
+    limit = 200                      # a seeded sample of each benchmark (default: every question)
+    threads = 8                      # --threads (default: the config's run.num_threads)
+    overrides = ["program.local_k=32"]   # --set (the command line's --set adds to them)
+    max_cost = 20.0                  # --max-cost of each cell; also revision, program_artifact, pathway,
+                                     # keep_degraded, skip_bad_rows, allow_train_overlap, quiet, ...
+
+These options are the suite's `template`, an `EvalRequest`: a cell's request is the template with the cell's axes
+(program, benchmark, config, seed, its set's overrides, its folder and shard) put in, so every option of `clearmed
+eval` reaches a suite by construction. The axes themselves (`program`, `benchmark`, `config`, `seed`, `source`,
+`split`, `ids`, `run_dir`, `shard`, `questions`) are refused as plain keys, each naming the suite key that sets it.
 
 or, for a benchmark that needs more than its name, one table per benchmark:
 
@@ -44,11 +52,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from clearmed.api.request import EvalRequest
 from clearmed.core.errors import UsageError
 
-__all__ = ["Suite", "SuiteBenchmark", "SuiteCell", "load_suite", "suite_from_table"]
+__all__ = ["AXES", "Suite", "SuiteBenchmark", "SuiteCell", "load_suite", "suite_from_table"]
+
+# The `EvalRequest` fields a cell sets from the suite's axes, each with the suite key that gives it.
+AXES = {
+    "program": "programs",
+    "benchmark": "benchmarks",
+    "config": "configs",
+    "seed": "seeds",
+    "source": "a [[benchmarks]] table's source",
+    "split": "a [[benchmarks]] table's split",
+    "ids": "a [[benchmarks]] table's ids",
+    "run_dir": "out",
+    "shard": "shards",
+    "questions": 'a [[benchmarks]] table with name = "questions" and source',
+}
 
 
 class SuiteBenchmark(BaseModel):
@@ -100,11 +123,27 @@ class Suite(BaseModel):
     benchmarks: list[SuiteBenchmark] = Field(min_length=1)
     programs: list[str] = Field(min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    limit: int | None = Field(default=None, ge=1)
     shards: int = Field(default=1, ge=1)
-    threads: int | None = Field(default=None, ge=1)
-    overrides: list[str] = Field(default_factory=list)
     sets: dict[str, list[str]] = Field(default_factory=lambda: {"": list[str]()}, min_length=1)  # no sweep
+    template: EvalRequest = Field(default_factory=EvalRequest)  # every cell's other options (the file's other keys)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _options_as_template(cls, value: object) -> object:
+        """The file's keys that are `EvalRequest` fields (not axes) make the template; an axis given as a plain key
+        is refused naming the suite key that sets it."""
+        if not isinstance(value, dict):
+            return value
+        table = dict(value)
+        for name, key in AXES.items():
+            if name in table:
+                raise ValueError(f"{name} is an axis of the suite: give it as {key}")
+        options = {name: table.pop(name) for name in list(table) if name in EvalRequest.model_fields}
+        if options:
+            template = table.get("template")
+            given = template.model_dump(exclude_unset=True) if isinstance(template, EvalRequest) else template or {}
+            table["template"] = {**dict(given), **options}
+        return table
 
     @field_validator("sets", mode="before")
     @classmethod
@@ -160,8 +199,11 @@ class Suite(BaseModel):
                 raise UsageError(f"suite: benchmark {benchmark.folder} needs source = <your questions file>")
             if benchmark.name not in ("demo", QUESTIONS):
                 benchmark_info(benchmark.name)  # an unknown name is one line (UnknownBenchmarkError)
-            if benchmark.ids and self.limit:
+            if benchmark.ids and self.template.limit:
                 raise UsageError(f"suite: benchmark {benchmark.folder} has ids, so the suite takes no limit")
+        for name in ("limit", "threads"):  # as the suite's own keys always were: a count of at least 1
+            if (count := getattr(self.template, name)) is not None and count < 1:
+                raise UsageError(f"suite: {name} must be at least 1, not {count}")
         return self
 
 
@@ -173,8 +215,9 @@ def _refuse_repeats(what: str, names: Sequence[str]) -> None:
 
 def _first_error(err: ValidationError) -> str:
     first = err.errors()[0]
-    where = ".".join(map(str, first["loc"])) or "the suite"
-    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
+    loc = first["loc"][1:] if first["loc"][:1] == ("template",) else first["loc"]  # an option is a key of the file
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{'.'.join(map(str, loc))}: {message}" if loc else message
 
 
 def load_suite(path: Path) -> Suite:

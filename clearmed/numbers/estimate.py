@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from clearmed.config import ClearmedConfig
-from clearmed.evaluation.runner import config_digest, same_config_as_snapshot
+from clearmed.evaluation.folder import same_run_config
 from clearmed.evaluation.spend import Prices, total_usd
 from clearmed.evaluation.store import EvalRecord, RunManifest, RunStoreError, load_manifest, read_records
 from clearmed.signatures.records import CallUsage
@@ -99,7 +99,6 @@ def stored_runs(
     """Run folders under `runs_dir` (and `extra`) of this program, artifact, recorded pathways and config's answer
     settings."""
     recorded_pathways = recorded_pathways or {}
-    digest = config_digest(config)
     found: dict[Path, RunManifest] = {}
     candidates = [*runs_dir.rglob("manifest.json")] if runs_dir.is_dir() else []
     candidates += [folder / "manifest.json" for folder in extra if (folder / "manifest.json").is_file()]
@@ -113,7 +112,7 @@ def stored_runs(
             continue
         if manifest.recorded_pathways != dict(recorded_pathways):  # recorded answers cost nothing; live ones do
             continue
-        if manifest.config_digest == digest or same_config_as_snapshot(folder, config):
+        if same_run_config(manifest, folder, config):
             found[folder] = manifest
     return sorted(found.items())
 

@@ -12,7 +12,6 @@ degraded question counts wrong there as it does in accuracy (`evaluation.summary
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -66,12 +65,16 @@ def snapshot_backbone(table: dict[str, object]) -> BackboneConfig:
 
 def snapshot_prices(folder: Path) -> Prices | None:
     """The prices of the backbones a run folder's config snapshot names; None when it cannot be read."""
+    from clearmed.evaluation.folder import snapshot_of
+
+    snapshot = snapshot_of(folder)
+    if snapshot is None:
+        return None
     try:
-        snapshot = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         backbones = {role: snapshot_backbone(table) for role, table in snapshot["backbones"].items()}
         # Tavily's credit price as the run had it (runs from before it was priced: 0, as their records were).
         per_credit = float(snapshot.get("run", {}).get("tavily_usd_per_credit", 0.0))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError):
+    except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
         return None
     return Prices(backbones, usd_per_credit=per_credit)
 
@@ -116,7 +119,7 @@ def folder_summary(
 def load_runs(folders: Sequence[Path], *, common: bool = False) -> list[ComparedRun]:
     """Each finished run folder (one with a summary.json) summarized from its records; with `common`, any run folder,
     on the ids that are clean in every run of the same benchmark."""
-    from clearmed.evaluation.results_table import run_label  # it builds on this module's summaries
+    from clearmed.numbers.results_table import run_label  # it builds on this module's summaries
 
     runs: list[tuple[Path, RunManifest, list[EvalRecord]]] = []
     for folder in folders:

@@ -20,7 +20,6 @@ calls and tokens. pandas is imported only to build a frame.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ from pydantic import BaseModel, ConfigDict
 
 from clearmed.backbones.config import BACKBONE_ROLES
 from clearmed.config import config_name
-from clearmed.evaluation.compare import folder_summary, snapshot_prices
 from clearmed.evaluation.shard import ids_digest
 from clearmed.evaluation.spend import record_usd
 from clearmed.evaluation.store import (
@@ -43,6 +41,7 @@ from clearmed.evaluation.store import (
     read_records,
 )
 from clearmed.evaluation.summary import RunSummary
+from clearmed.numbers.compare import folder_summary, snapshot_prices
 from clearmed.signatures.records import PATHWAYS, Answer
 
 if TYPE_CHECKING:
@@ -236,11 +235,14 @@ def answering_model(manifest: RunManifest, records: Sequence[EvalRecord], config
 
 
 def _snapshot_models(run_dir: Path) -> dict[str, str | None]:
-    """Role -> model of the folder's config.json, read as plain JSON: every clearmed version's snapshot names them so."""
+    """Role -> model of the folder's config snapshot, read as plain JSON: every clearmed version's snapshot names
+    them so."""
+    from clearmed.evaluation.folder import snapshot_of
+
+    backbones = (snapshot_of(run_dir) or {}).get("backbones", {})
     try:
-        backbones = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["backbones"]
         return {role: str(table["model"]) for role, table in backbones.items() if role in BACKBONE_ROLES}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return {}
 
 
