@@ -1,8 +1,11 @@
 """clearmed.backbones: the LMs the program runs on. Import a name from its module; this package re-exports
 nothing, so reading a config imports neither DSPy nor llama.cpp.
 
-- config: `config` (`BackboneConfig`, `parse_backbone`), `errors` (`ConfigError`), `pricing`;
-- building: `factory` (`build_lm`), `client` (`ClearmedLM`: the one DSPy LM every backbone goes through);
+- config: `config` (`BackboneConfig`, `parse_backbone`), `errors` (`ConfigError`), `pricing`, `provider_options`
+  (what a remote backbone's ``extra`` may hold), `openai_reasoning` (OpenAI's reasoning models and their limits);
+- building: `factory` (`build_lm`), `client` (`ClearmedLM`: the one DSPy LM every backbone goes through), and what it
+  relies on: `fatal_errors` (the LM errors that stop a run), `endpoint_cache` (DSPy's cache keyed by endpoint),
+  `native_sockets` (DSPy's pooled connections marked for an attempt's deadline);
 - the embedded model: `embedded` (the llama.cpp engine), `llama_runtime`, `model_files` (the packaged GGUF),
   `engine_build` (the portable build), `selfcheck`;
 - what a backbone answers beside text: `logprobs` (next-token log-probabilities for scored answers),

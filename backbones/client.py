@@ -8,7 +8,7 @@ DSPy's LM does the calling, caching and history; clearmed does the retrying. On 
    `reasoning.collect_thinking()` scopes. ``lm.history`` keeps the raw completion.
 2. **Room to think.** For a backbone that thinks (`BackboneConfig.min_output_tokens`), a call's ``max_tokens`` is
    raised to that floor: a stage's small cap would otherwise be spent on the thought and the answer cut off.
-3. **Fatal errors stop.** An authentication, billing/quota or missing-model error is raised as
+3. **Fatal errors stop.** An authentication, billing/quota or missing-model error (`fatal_errors`) is raised as
    `clearmed.core.errors.FatalServiceError`, with the DSPy error as its cause; so is a refused connection or an unknown
    host before the endpoint ever answered (`clearmed.core.endpoints`: a wrong address, not a server restarting).
 4. **One failure policy** (`backbones.failures`). Clearmed, not DSPy, retries, through tenacity
@@ -17,17 +17,17 @@ DSPy's LM does the calling, caching and history; clearmed does the retrying. On 
    hint (`retry_wait.server_hint_s`, each retry counted), then raised as it came; a context overflow is raised at once
    as `failures.ContextOverflowError`, and a window it names is learned for the rest of the run (`context_window`);
    anything else is raised at once.
-5. **A deadline per attempt.** A remote backbone's ``timeout`` bounds each attempt in total (`retries.bounded_call`),
+5. **A deadline per attempt.** A remote backbone's ``timeout`` bounds each attempt in total (`deadlines.bounded_call`),
    not only the wait for the next byte; a second Ctrl-C cuts the attempt and the retries short (`retries.RetriesCut`).
    The attempt runs in the calling thread: DSPy's native transport marks each pooled connection it sends on
-   (`guard_native_sockets`), and at the deadline the connection is shut down under the blocked read, so no thread or
-   socket outlives its attempt.
+   (`native_sockets.guard_native_sockets`), and at the deadline the connection is shut down under the blocked read,
+   so no thread or socket outlives its attempt.
 6. **No reply is a failed call.** A 200 with no completion (empty ``choices``, a ``null`` or empty message) is a
    transient `failures.EmptyReplyError`, retried and then raised like a 503, never handed to the adapter as an answer.
 7. **A cached reply is one endpoint's.** DSPy's cache key leaves ``api_base`` out (`dspy.clients.execution`'s
    ``IGNORED_CACHE_KEYS``), so two servers of one model name shared their replies: a second server, dead or another
-   model, was never asked. Each call's key holds its endpoint (`cache_endpoint`; `install_endpoint_cache_keys`), and
-   a reply served from the cache marks nothing reached (`clearmed.core.endpoints`: only a server's reply does).
+   model, was never asked. Each call's key holds its endpoint (`endpoint_cache`), and a reply served from the cache
+   marks nothing reached (`clearmed.core.endpoints`: only a server's reply does).
 
 No layer under clearmed retries. Each LM call is one request per attempt of clearmed's policy: DSPy is handed
 ``num_retries = 0`` (`ClearmedLM.__init__`); DSPy's LiteLLM engine passes ``num_retries = 0`` on to LiteLLM, which
@@ -35,7 +35,7 @@ hands it to the openai SDK as ``max_retries`` (its default is 2, each after a ba
 never retries (it reconnects once when a pooled keep-alive connection was stale, before anything was answered);
 httpx's transports keep their default of no retries. tests/backbones/test_endpoint_calls.py counts the requests a
 server sees, and the connections a closed port sees, on each engine path. The first call DSPy sends through LiteLLM
-imports it (seconds of CPU): a bounded attempt's deadline runs from its first socket (`retries.bounded_call`), and an
+imports it (seconds of CPU): a bounded attempt's deadline runs from its first socket (`deadlines.bounded_call`), and an
 async call imports LiteLLM before its deadline starts (`_ready_engine`), so a short ``timeout`` is the server's alone.
 """
 
@@ -46,57 +46,38 @@ import importlib
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Final, NoReturn
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, NoReturn
 
 import dspy
-from dspy.utils.exceptions import (
-    LMAuthError,
-    LMBillingError,
-    LMInvalidRequestError,
-    LMNotConfiguredError,
-    LMTimeoutError,
-    LMUnsupportedModelError,
-)
+from dspy.utils.exceptions import LMTimeoutError
 from tenacity import Retrying
 
 from clearmed.backbones.config import BackboneConfig, RemoteBackbone
 from clearmed.backbones.context_window import Window, resolve_window
+from clearmed.backbones.endpoint_cache import CallScope, cache_endpoint, endpoint_scope, install_endpoint_cache_keys
 from clearmed.backbones.failures import EmptyReplyError, as_overflow, classify
+from clearmed.backbones.fatal_errors import fatal_lm_error
+from clearmed.backbones.native_sockets import guard_native_sockets
 from clearmed.backbones.reasoning import record_thinking, split_thinking
 from clearmed.backbones.retry_wait import LM_SERVICE, server_hint_s
 from clearmed.backbones.token_count import ServerTokenCounter, TextCounter, tiktoken_counter
+from clearmed.core.deadlines import DeadlineExceeded, bounded_call
 from clearmed.core.endpoints import endpoint_of, mark_reached, unreachable_error
-from clearmed.core.errors import FatalCause, FatalServiceError
+from clearmed.core.errors import FatalServiceError
 from clearmed.core.retries import (
-    DeadlineExceeded,
     RetriesCut,
-    bounded_call,
-    guard_socket,
     pause,
     retries_cut,
     retrying,
     retrying_async,
 )
 
-__all__ = [
-    "CACHE_ENDPOINT_FIELD",
-    "ClearmedLM",
-    "cache_endpoint",
-    "fatal_lm_error",
-    "guard_native_sockets",
-    "install_endpoint_cache_keys",
-    "strip_thinking",
-]
+__all__ = ["ClearmedLM", "strip_thinking"]
 
-# Server text quoted in a fatal error's one line is cut here.
-_MAX_DETAIL = 160
 # A module lock, not an attribute: DSPy copies and pickles LMs, and a lock can be neither.
 _WINDOW_LOCK = threading.Lock()
-_LITELLM_PREFIX = re.compile(r"^litellm\.\w+: (?:\w+: )?(?:\w+Exception - )?")
 # The address DSPy's native transport names when it cannot connect ("failed to connect to api.openai.com:443: ...").
 _CONNECT_TARGET = re.compile(r"failed to connect to (\S+:\d+)")
 
@@ -205,15 +186,9 @@ class ClearmedLM(dspy.LM):
         endpoint = self._endpoint()
         return f"{waited} from {endpoint_of(endpoint)}" if endpoint else str(waited)
 
-    @contextmanager
-    def _cache_scope(self) -> Iterator[_CallScope]:
+    def _cache_scope(self) -> AbstractContextManager[CallScope]:
         """DSPy's cache keys (and counts the hits of) the calls made inside the block by this LM's endpoint."""
-        scope = _CallScope(cache_endpoint(self))
-        token = _SCOPE.set(scope)
-        try:
-            yield scope
-        finally:
-            _SCOPE.reset(token)
+        return endpoint_scope(cache_endpoint(self))
 
     def _ready_engine(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
         """Import LiteLLM before an async call's deadline starts when DSPy will send the call through it.
@@ -221,7 +196,7 @@ class ClearmedLM(dspy.LM):
         DSPy picks its LiteLLM engine, offline, for a request its native engine cannot carry (``chat_template_kwargs``
         in a config's ``extra``: the packaged vLLM config), and imports LiteLLM inside the call: seconds of CPU, which
         a short ``timeout`` spent before the request went out (issue 58). A sync attempt's deadline runs from its
-        first socket (`retries.bounded_call`); an async one's is ``asyncio.wait_for`` around the whole call."""
+        first socket (`deadlines.bounded_call`); an async one's is ``asyncio.wait_for`` around the whole call."""
         if not self._bounded or "litellm" in sys.modules:
             return
         shape = frozenset(kwargs)
@@ -335,74 +310,6 @@ class ClearmedLM(dspy.LM):
         return {**kwargs, "max_tokens": floor}
 
 
-class _CallScope:
-    """One attempt of a `ClearmedLM` call: the endpoint its cache keys hold, and how many cache lookups it hit."""
-
-    __slots__ = ("endpoint", "hits")
-
-    def __init__(self, endpoint: str | None) -> None:
-        self.endpoint = endpoint
-        self.hits = 0
-
-
-_SCOPE: ContextVar[_CallScope | None] = ContextVar("clearmed_lm_call", default=None)
-# The field an endpoint adds to a DSPy cache request (and to a scored answer's: `programs.pathways.scored_answer`).
-CACHE_ENDPOINT_FIELD: Final = "clearmed_endpoint"
-_keys_installed = False
-_KEYS_LOCK = threading.Lock()
-
-
-def cache_endpoint(lm: object) -> str | None:
-    """The endpoint an LM's replies are cached under: its ``api_base`` without credentials, query or trailing slash
-    (the path kept: a gateway routes ``/a/v1`` and ``/b/v1`` to different servers); None for an LM with no address
-    of its own (the embedded engine, a hosted provider's default address), whose keys are as DSPy makes them."""
-    kwargs = getattr(lm, "kwargs", None)
-    base = (kwargs.get("api_base") or kwargs.get("base_url")) if isinstance(kwargs, dict) else None
-    if not base:
-        return None
-    text = str(base)
-    parts = urlsplit(text if "://" in text else f"http://{text}")
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:  # a port that is not a number (refused when the config loads): kept as written
-        port = f":{parts.netloc.rsplit(':', 1)[-1]}"
-    return f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
-
-
-def install_endpoint_cache_keys() -> None:
-    """Make DSPy's cache (every `dspy.clients.cache.Cache`, so a `dspy.configure_cache` one too; once per process)
-    key a call made inside a `ClearmedLM` attempt by its endpoint as well (`CACHE_ENDPOINT_FIELD`), and count the
-    attempt's cache hits. Outside an attempt, keys are DSPy's own."""
-    global _keys_installed
-    with _KEYS_LOCK:
-        if _keys_installed:
-            return
-        cache_class = importlib.import_module("dspy.clients.cache").Cache
-        original_key = cache_class.__dict__["cache_key"]
-        original_get = cache_class.__dict__["get"]
-
-        # DSPy's own parameter names: callers pass ``ignored_args_for_cache_key`` by keyword.
-        def cache_key(self: Any, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> str:
-            scope = _SCOPE.get()
-            if scope is not None and scope.endpoint is not None and isinstance(request, dict):
-                request = {**request, CACHE_ENDPOINT_FIELD: scope.endpoint}
-            return str(original_key(self, request, ignored_args_for_cache_key))
-
-        def get(self: Any, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> Any:
-            value = original_get(self, request, ignored_args_for_cache_key)
-            scope = _SCOPE.get()
-            if value is not None and scope is not None:
-                scope.hits += 1
-            return value
-
-        cache_class.cache_key = cache_key
-        cache_class.get = get
-        _keys_installed = True
-
-
 def _transient(exc: BaseException) -> bool:
     return isinstance(exc, dspy.LMError) and classify(exc) == "transient"
 
@@ -415,67 +322,6 @@ def _replied(outputs: Any) -> bool:
         bool(output.get("text") or output.get("tool_calls")) if isinstance(output, dict) else bool(output)
         for output in outputs
     )
-
-
-_guarding = False
-_GUARD_LOCK = threading.Lock()
-
-
-def guard_native_sockets() -> bool:
-    """Make DSPy's native transport mark the pooled connection each request is sent on as its bounded attempt's
-    (`retries.guard_socket`; once per process), so the attempt's deadline can end a read on a reused keep-alive
-    connection too. False when this DSPy has no such transport (a new connection is marked as it connects anyway)."""
-    global _guarding
-    with _GUARD_LOCK:
-        if _guarding:
-            return True
-        try:
-            # By name, as `failures.install_error_shapes` does: lm15 ships py.typed and a static import of it makes
-            # mypy analyse the untyped dspy package around it.
-            transport = importlib.import_module("dspy._vendor.lm15.transports._sync").StdlibTransport
-        except (ImportError, AttributeError):
-            return False
-        original = transport.__dict__.get("_send_request")
-        if not callable(original):
-            return False
-
-        def _send_request(self: Any, conn: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            sock = getattr(conn, "sock", None)
-            if sock is not None:
-                guard_socket(sock)
-            return _original(self, conn, *args, **kwargs)
-
-        transport._send_request = _send_request
-        _guarding = True
-        return True
-
-
-def fatal_lm_error(exc: BaseException, service: str, *, secret: object = None) -> FatalServiceError | None:
-    """The `FatalServiceError` an LM error means, or None for an error a run survives (rate limits, timeouts,
-    server errors, a refused prompt). ``secret`` (the key that was sent) is replaced in the quoted server text."""
-    cause: FatalCause
-    if isinstance(exc, LMAuthError | LMNotConfiguredError):
-        cause = "auth"
-    elif isinstance(exc, LMBillingError):
-        cause = "billing"
-    elif isinstance(exc, LMUnsupportedModelError) or (
-        # vLLM's older error body ({"message": ..., "code": 404}) is not read as a missing model by the native
-        # engine; a 404 from a chat endpoint means the model or the endpoint is not there, for every call.
-        isinstance(exc, LMInvalidRequestError) and getattr(exc, "status", None) == 404
-    ):
-        cause = "model_not_found"
-    else:
-        return None
-    # The provider's own sentence: the first line (the native engine appends remedies below it), without the
-    # "litellm.AuthenticationError: AuthenticationError: OpenAIException - " prefix of the LiteLLM engine.
-    lines = str(getattr(exc, "message", "") or "").strip().splitlines()
-    detail = _LITELLM_PREFIX.sub("", lines[0].strip()) if lines else ""
-    if isinstance(secret, str) and len(secret) >= 4:
-        detail = detail.replace(secret, "***")
-    if len(detail) > _MAX_DETAIL:
-        detail = detail[: _MAX_DETAIL - 3] + "..."
-    status = getattr(exc, "status", None)
-    return FatalServiceError(service, cause, detail, status=status if isinstance(status, int) else None)
 
 
 def strip_thinking(outputs: Any) -> Any:

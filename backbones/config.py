@@ -11,10 +11,12 @@ Three kinds of backbone, each its own model with only its own fields (`EmbeddedB
 Secrets never appear in the file: ``api_key_env`` names the environment variable that holds the key.
 
 Provider options for remote kinds: ``reasoning_effort`` (typed), ``extra`` (free-form keyword arguments handed to
-``dspy.LM`` as written, e.g. ``chat_template_kwargs = {enable_thinking = false}`` or ``extra_body``), ``reasoning``
-(the model thinks before answering: `backbones.reasoning`), ``context_window`` (tokens per call; for
-``openai_compatible`` servers it can be read from the server instead: `backbones.context_window`) and ``price`` (USD per
-million tokens for a self-hosted model; hosted models are priced from LiteLLM's map: `backbones.pricing`).
+``dspy.LM`` as written, e.g. ``chat_template_kwargs = {enable_thinking = false}`` or ``extra_body``; what it may hold:
+`backbones.provider_options`), ``reasoning`` (the model thinks before answering: `backbones.reasoning`),
+``context_window`` (tokens per call; for ``openai_compatible`` servers it can be read from the server instead:
+`backbones.context_window`) and ``price`` (USD per million tokens for a self-hosted model; hosted models are priced
+from LiteLLM's map: `backbones.pricing`). OpenAI's reasoning models take only some settings
+(`backbones.openai_reasoning`), checked here when the config loads.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import Annotated, Any, Final, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, ValidationError, model_validator
 
 from clearmed.backbones.errors import ConfigError, FieldRuleError, format_validation_error, join_location
+from clearmed.backbones.openai_reasoning import REASONING_MIN_MAX_TOKENS, is_openai_reasoning_model
+from clearmed.backbones.provider_options import NOT_PROVIDER_OPTIONS, credential_key
 from clearmed.backbones.reasoning import REASONING_MAX_TOKENS
 
 __all__ = [
@@ -36,7 +40,6 @@ __all__ = [
     "EMBEDDED_ONLY_FIELDS",
     "MIN_THINKING_TOKENS",
     "PATH_FIELDS",
-    "REASONING_MIN_MAX_TOKENS",
     "REMOTE_ONLY_FIELDS",
     "AnyBackbone",
     "BackboneConfig",
@@ -50,7 +53,6 @@ __all__ = [
     "TokenPrice",
     "flat_defaults_dropped",
     "format_validation_error",
-    "is_openai_reasoning_model",
     "kind_fields",
     "parse_backbone",
     "parse_backbones",
@@ -65,28 +67,6 @@ DEFAULT_PACKAGED_MODEL: Final[PackagedModelName] = "qwen2.5-coder-1.5b-instruct-
 # `main` answers; the others are optional specialists the program and optimizers may ask for.
 BACKBONE_ROLES: Final = ("main", "assessor", "teacher", "prompt_model", "judge")
 
-# `extra` is for provider options only. A typed field set through it would dodge its validation; a credential there
-# would sit in the file; dspy.LM's own construction arguments are not provider options.
-_EXTRA_CREDENTIALS: Final = frozenset(
-    {"api_key", "key", "token", "access_token", "authorization", "headers", "extra_headers", "azure_ad_token"}
-)
-_EXTRA_NOT_OPTIONS: Final = frozenset(
-    {
-        "base_url",
-        "messages",
-        "prompt",
-        "model_type",
-        "callbacks",
-        "provider",
-        "engine",
-        "async_engine",
-        "launch_kwargs",
-        "train_kwargs",
-        "finetuning_model",
-        "prompt_cache",
-        "stream",
-    }
-)
 # Smallest output budget a `reasoning = true` backbone may have: less is spent on the thought, not the answer.
 MIN_THINKING_TOKENS: Final = 2048
 
@@ -94,27 +74,6 @@ MIN_THINKING_TOKENS: Final = 2048
 _KEYLESS_PROVIDERS: Final = frozenset({"ollama", "ollama_chat", "vertex_ai", "bedrock", "sagemaker"})
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-# Mirrors dspy.clients.lm._is_openai_reasoning_model (private in DSPy 3.4): o1/o3/o4/o5 and gpt-5 families.
-_REASONING_FAMILY = re.compile(
-    r"^(?:o[1345](?:-(?:mini|nano|pro))?(?:-\d{4}-\d{2}-\d{2})?|gpt-5(?:\.\d+)*(?!-chat)(?:-.*)?)$"
-)
-REASONING_MIN_MAX_TOKENS: Final = 16000
-
-
-def _credential_key(options: Mapping[str, Any], where: str) -> str | None:
-    """The dotted path of the first key in ``options`` (at any depth) that names a credential, or None."""
-    for name, value in sorted(options.items()):
-        if name.lower() in _EXTRA_CREDENTIALS:
-            return f"{where}.{name}"
-        if isinstance(value, Mapping) and (found := _credential_key(value, f"{where}.{name}")) is not None:
-            return found
-    return None
-
-
-def is_openai_reasoning_model(model: str) -> bool:
-    """True for OpenAI reasoning families, which accept only temperature 1.0 and max_tokens >= 16000."""
-    return _REASONING_FAMILY.match(model.rsplit("/", 1)[-1].lower()) is not None
 
 
 class TokenPrice(BaseModel):
@@ -295,9 +254,9 @@ class RemoteBackbone(BackboneConfig):
             if name in type(self).model_fields or name in EMBEDDED_ONLY_FIELDS or name == "max_completion_tokens":
                 typed = "max_tokens" if name == "max_completion_tokens" else name
                 raise FieldRuleError(f"extra.{name}", f"set {typed} in this table instead (it is validated there)")
-            if name in _EXTRA_NOT_OPTIONS:
+            if name in NOT_PROVIDER_OPTIONS:
                 raise FieldRuleError(f"extra.{name}", "not a provider option clearmed passes through")
-        secret = _credential_key(self.extra, "extra")
+        secret = credential_key(self.extra, "extra")
         if secret is not None:
             raise FieldRuleError(secret, "credentials do not belong in the file: name their variable in api_key_env")
 

@@ -4,7 +4,7 @@
   truncated JSON body, a proxy's HTML page, no choices, a null or empty message: `EmptyReplyError`). Retried with
   clearmed's backoff (`clearmed.core.retries`); still failing after the retries, the step is recorded as transient and
   the question is degraded, then redone on resume from the caches.
-- **fatal**: a refused key, an exhausted balance, a missing model (`backbones.client.fatal_lm_error`). The run stops
+- **fatal**: a refused key, an exhausted balance, a missing model (`fatal_errors.fatal_lm_error`). The run stops
   with one line.
 - **overflow**: the prompt is longer than the context window. Never retried as it was sent: the stage learns the
   window from the error, refits the prompt and tries once more (`programs.lm.stage`); an overflow after that is
@@ -212,7 +212,7 @@ _TRANSIENT: Final = (
 
 def classify(exc: BaseException) -> FailureKind:
     """Which of the four an exception raised by an LM call is (fatal ones are raised as `FatalServiceError` by the
-    client; `backbones.client.fatal_lm_error` tells them from the rest)."""
+    client; `backbones.fatal_errors.fatal_lm_error` tells them from the rest)."""
     if isinstance(exc, FatalServiceError):
         return "fatal"
     if as_overflow(exc) is not None:

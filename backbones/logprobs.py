@@ -149,7 +149,7 @@ class OpenAICompatibleScorer:
     uniform guess would be a silent wrong answer), so that is a `ScoringError`.
 
     Failures follow the LM client's policy (`backbones.failures`): a rate limit, a server error, a timeout (the
-    ``timeout`` bounds each attempt in total, as for a call: `retries.bounded_call`) or a 200 without a reply is retried
+    ``timeout`` bounds each attempt in total, as for a call: `deadlines.bounded_call`) or a 200 without a reply is retried
     ``num_retries`` times with clearmed's backoff, each retry counted as an LM retry, then raised as a transient
     `ScoringError`; a refused key, an exhausted balance or a missing model is a `FatalServiceError` naming ``service``;
     any other refusal is a `ScoringError` at once.
@@ -259,7 +259,7 @@ def _after(retries: int) -> str:
 
 
 def _fatal_cause(reply: Reply) -> FatalCause | None:
-    """The LM client's fatal refusals (`backbones.client.fatal_lm_error`), read from a scoring reply."""
+    """The LM client's fatal refusals (`backbones.fatal_errors.fatal_lm_error`), read from a scoring reply."""
     error = reply.payload.get("error") if isinstance(reply.payload, dict) else None
     code = str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
     if reply.status in (401, 403) or code == "invalid_api_key":

@@ -8,11 +8,14 @@ The Python API (README "Python API"):
     from clearmed import ask, compile, tune, build_corpus_index, warm_hit_cache, export_runs
     from clearmed import AskRequest, CompileRequest, TuneRequest, IndexBuildRequest, IndexWarmRequest
     from clearmed import ExportRequest, CompareRequest, MergeRequest
+    from clearmed import check_config, DoctorRequest, report_runs, ReportRequest
+    from clearmed import export_teacher_traces, SftExportRequest
 
 Every work verb of the command line has one request (one field per option of its command, tests/test_one_door.py)
 and one function here: `ask`, `evaluate`, `evaluate_suite`, `merge_shards`, `compare_runs`, `compile`, `tune`,
-`build_corpus_index`, `warm_hit_cache`, `export_runs`. `compile` and `tune` are `clearmed.api.compile.compile_prompts`
-and `clearmed.api.tune.tune_thresholds` (the longer names are one meaning each in the package).
+`build_corpus_index`, `warm_hit_cache`, `export_runs`, `report_runs`, `export_teacher_traces` (`clearmed export-sft`),
+`check_config` (`clearmed doctor`). `compile` and `tune` are `clearmed.api.compile.compile_prompts` and
+`clearmed.api.tune.tune_thresholds` (the longer names are one meaning each in the package).
 
 `import clearmed` loads none of it: each name is imported on first use (`clearmed ask` starts with few modules), and
 mypy sees each one's real type through the TYPE_CHECKING imports. Nothing inside the package imports this face (the
@@ -47,11 +50,14 @@ if TYPE_CHECKING:
     from clearmed.api.compare import CompareRequest, compare_runs
     from clearmed.api.compile import CompileRequest
     from clearmed.api.compile import compile_prompts as compile
+    from clearmed.api.doctor import DoctorRequest, check_config
     from clearmed.api.evaluate import estimate_run, evaluate
     from clearmed.api.export import ExportRequest, export_runs
     from clearmed.api.index import IndexBuildRequest, IndexWarmRequest, build_corpus_index, warm_hit_cache
     from clearmed.api.merge import MergeRequest
+    from clearmed.api.report import ReportRequest, report_runs
     from clearmed.api.request import EvalRequest
+    from clearmed.api.sft import SftExportRequest, export_teacher_traces
     from clearmed.api.suite import evaluate_suite, merge_shards
     from clearmed.api.tune import TuneRequest
     from clearmed.api.tune import tune_thresholds as tune
@@ -63,19 +69,25 @@ _DEFINED_IN = {
     "AskRequest": "clearmed.api.ask",
     "CompareRequest": "clearmed.api.compare",
     "CompileRequest": "clearmed.api.compile",
+    "DoctorRequest": "clearmed.api.doctor",
     "EvalRequest": "clearmed.api.request",
     "ExportRequest": "clearmed.api.export",
     "IndexBuildRequest": "clearmed.api.index",
     "IndexWarmRequest": "clearmed.api.index",
     "MergeRequest": "clearmed.api.merge",
+    "ReportRequest": "clearmed.api.report",
+    "SftExportRequest": "clearmed.api.sft",
     "TuneRequest": "clearmed.api.tune",
     "ask": "clearmed.api.ask",
     "build_corpus_index": "clearmed.api.index",
     "compile": "clearmed.api.compile",
     "export_runs": "clearmed.api.export",
+    "export_teacher_traces": "clearmed.api.sft",
+    "report_runs": "clearmed.api.report",
     "tune": "clearmed.api.tune",
     "warm_hit_cache": "clearmed.api.index",
     "build_program": "clearmed.api.assemble",
+    "check_config": "clearmed.api.doctor",
     "compare_runs": "clearmed.api.compare",
     "estimate_run": "clearmed.api.evaluate",
     "evaluate": "clearmed.api.evaluate",
@@ -92,24 +104,30 @@ __all__ = [
     "AskRequest",
     "CompareRequest",
     "CompileRequest",
+    "DoctorRequest",
     "EvalRequest",
     "ExportRequest",
     "IndexBuildRequest",
     "IndexWarmRequest",
     "MergeRequest",
+    "ReportRequest",
+    "SftExportRequest",
     "TuneRequest",
     "__version__",
     "ask",
     "build_corpus_index",
     "build_program",
+    "check_config",
     "compare_runs",
     "compile",
     "estimate_run",
     "evaluate",
     "evaluate_suite",
     "export_runs",
+    "export_teacher_traces",
     "load_config",
     "merge_shards",
+    "report_runs",
     "results_frame",
     "runs_frame",
     "tune",

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clearmed.retrieval.base import EvidenceError
+from clearmed.retrieval.build_memory import max_build_passages, too_large_message
 from clearmed.retrieval.hits import as_hit, top_k
 from clearmed.retrieval.tokenize import Tokenizer, TokenizerConfig
 from clearmed.signatures.records import Passage
@@ -36,16 +37,6 @@ OFFSETS = "offsets.npy"
 BM25S_DIR = "bm25s"
 Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
 Progress = Callable[[int], None]
-
-# Peak resident memory of a build, per passage: every passage's token-id list is held until bm25s has scored
-# them all (a Python list: 8 bytes a token plus its header), then bm25s' own arrays and their intermediates.
-# Measured through this build path (`scripts/bench_lucene.py --engines bm25s`, a child process's peak RSS) on
-# passages of ~180 tokens (290 words of the shared corpora's sentences recombined): 454 MiB at 50,000 passages,
-# 1,210 MiB at 150,000, so 7.9 KB a passage at the margin. The estimate is for MedRAG-sized snippets; shorter
-# passages cost less (4.4 KB at ~105 tokens). PubMed's 23.9M snippets: ~180 GiB; MedCorp's 54.2M: ~400 GiB.
-BUILD_BYTES_PER_PASSAGE = 8_000
-# What the same measurement leaves at zero passages (the interpreter, numpy, bm25s), rounded up.
-BUILD_BASE_BYTES = 100 * 2**20
 
 
 class BM25Params(BaseModel):
@@ -162,7 +153,7 @@ def _tokenize_stream(
     token_ids: list[list[int]] = []
     for count, passage in enumerate(passages, start=1):
         if limit is not None and count > limit:
-            raise EvidenceError(_too_large(limit, name, at_least=True), kind="index", backend="bm25s")
+            raise EvidenceError(too_large_message(limit, name, at_least=True), kind="index", backend="bm25s")
         token_ids.append([vocab.setdefault(token, len(vocab)) for token in tokenize(f"{passage.title} {passage.text}")])
         writer.add(passage)
         if progress is not None and count % 1000 == 0:
@@ -358,48 +349,6 @@ class BM25sRetriever:
 
     def close(self) -> None:
         self._store.close()
-
-
-def available_memory() -> int | None:
-    """Bytes the kernel says a new allocation can take without swapping (MemAvailable), or None if unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def build_memory_estimate(passages: int) -> int:
-    return BUILD_BASE_BYTES + passages * BUILD_BYTES_PER_PASSAGE
-
-
-def max_build_passages() -> int | None:
-    """How many passages a bm25s build can hold in the memory available now (None: unknown, no limit)."""
-    available = available_memory()
-    if available is None:
-        return None
-    return max(0, (available - BUILD_BASE_BYTES) // BUILD_BYTES_PER_PASSAGE)
-
-
-def check_build_fits(passages: int, *, name: str) -> None:
-    """Refuse, in one line, a bm25s build whose estimated peak memory exceeds the available memory."""
-    limit = max_build_passages()
-    if limit is not None and passages > limit:
-        raise EvidenceError(_too_large(passages, name), kind="index", backend="bm25s")
-
-
-def _too_large(passages: int, name: str, *, at_least: bool = False) -> str:
-    gib = build_memory_estimate(passages) / 2**30
-    available = (available_memory() or 0) / 2**30
-    count = f"{'more than ' if at_least else ''}{passages:,}"
-    return (
-        f"corpus {name!r}: a bm25s build of {count} passages needs about {gib:.1f} GiB of RAM "
-        f"({BUILD_BYTES_PER_PASSAGE:,} bytes a passage) but {available:.1f} GiB is available; use the Lucene "
-        'backend (corpus.backend = "lucene", README "MedCorp"), which indexes on disk, or set corpus.force = true'
-    )
 
 
 def read_manifest(directory: Path | str) -> IndexManifest:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from clearmed.retrieval.priors import host_of, matches_suffix
+from clearmed.retrieval.domain_tiers import host_of, matches_suffix
 from clearmed.signatures.records import Passage, QualityAssessment, QualityLabel
 
 # Domain -> why it is trusted or not, per tier score; matched as a suffix at a label boundary.

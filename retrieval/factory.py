@@ -13,9 +13,9 @@ from clearmed.retrieval.bm25_sparse import (
     BM25sRetriever,
     IndexManifest,
     Progress,
-    check_build_fits,
     read_manifest,
 )
+from clearmed.retrieval.build_memory import check_build_fits
 from clearmed.retrieval.cache import CachedWebSearch
 from clearmed.retrieval.config import CorpusConfig, SearchConfig
 from clearmed.retrieval.corpus import (
@@ -23,11 +23,10 @@ from clearmed.retrieval.corpus import (
     CorpusError,
     FieldMapping,
     IngestStats,
-    preset_path,
     read_file,
     read_hub,
-    read_preset,
 )
+from clearmed.retrieval.corpus_presets import preset_path, read_preset
 from clearmed.retrieval.dense import MergedCorporaRetriever, RankFusionRetriever, open_medcpt
 from clearmed.retrieval.hit_cache import CachedRetriever
 from clearmed.retrieval.index_identity import corpus_settings, index_version
@@ -37,8 +36,8 @@ from clearmed.retrieval.offline_web import PAGE_MAPPING, OfflineWebSearch
 from clearmed.retrieval.tavily import MAX_QUERY_CHARS, TavilySearch
 from clearmed.signatures.records import Passage
 
-if TYPE_CHECKING:  # lucene.py is imported when used: `python -m clearmed.retrieval.lucene` runs it as a script
-    from clearmed.retrieval.lucene import LuceneBuild
+if TYPE_CHECKING:  # imported when used: `python -m clearmed.retrieval.lucene_index` runs it as a script
+    from clearmed.retrieval.lucene_index import LuceneBuild
 
 
 def iter_corpus(cfg: CorpusConfig, stats: IngestStats | None = None) -> Iterator[Passage]:
@@ -162,7 +161,7 @@ def build_lucene_indexes(cfg: CorpusConfig, stats: IngestStats | None = None) ->
     """Make every corpus of a lucene config searchable: a configured source is first written as MedRAG chunks
     (when they are absent, or on `rebuild`), then each missing or half-built index is built with pyserini.
     Returns the builds that ran, by corpus; an index already complete is left alone unless `rebuild`."""
-    from clearmed.retrieval.lucene import ensure_index
+    from clearmed.retrieval.lucene_index import ensure_index
 
     assert cfg.db_dir is not None
     converted: str | None = None

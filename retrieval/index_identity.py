@@ -61,7 +61,7 @@ def index_version(cfg: CorpusConfig) -> str | None:
 
 
 def _lucene_parts(cfg: CorpusConfig) -> list[object] | None:
-    from clearmed.retrieval.lucene import index_dir, index_state, read_build, shard_dirs
+    from clearmed.retrieval.lucene_index import index_dir, index_state, read_build, shard_dirs
 
     assert cfg.db_dir is not None
     parts: list[object] = []

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from clearmed.retrieval.bm25_sparse import BM25sRetriever
-from clearmed.retrieval.corpus import CorpusError, FieldMapping, OnError, preset, read_jsonl, read_preset
+from clearmed.retrieval.corpus import CorpusError, FieldMapping, OnError, read_jsonl
+from clearmed.retrieval.corpus_presets import preset, read_preset
 from clearmed.retrieval.tokenize import TokenizerConfig
 from clearmed.signatures.records import Passage
 

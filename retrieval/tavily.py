@@ -13,7 +13,7 @@ Tavily's documented errors (docs.tavily.com, ``POST /search``) and what a search
 A connection refused, or a host not found, before Tavily's endpoint ever answered is a `FatalServiceError` too (a wrong
 ``api_base_url``: `clearmed.core.endpoints`); after an answer it is a dropped connection, retried.
 
-A search's ``timeout`` bounds each attempt in total (`clearmed.core.retries.bounded_call`), not only the wait for the
+A search's ``timeout`` bounds each attempt in total (`clearmed.core.deadlines.bounded_call`), not only the wait for the
 next byte: a server trickling its reply cannot hold a search past it. The session (`clearmed.core.http.guarded_session`)
 marks each pooled connection a search reuses as the attempt's, so the deadline can end a read on it.
 
@@ -37,12 +37,11 @@ from tavily import BadRequestError, InvalidAPIKeyError, TavilyClient, UsageLimit
 from tavily.errors import ForbiddenError
 from tavily.errors import TimeoutError as TavilyTimeoutError
 
+from clearmed.core.deadlines import DeadlineExceeded, bounded_call
 from clearmed.core.endpoints import mark_reached, unreachable_error
 from clearmed.core.errors import FatalCause, FatalServiceError
 from clearmed.core.http import guarded_session
 from clearmed.core.retries import (
-    DeadlineExceeded,
-    bounded_call,
     note_credits,
     retry_hint_s,
     retrying,

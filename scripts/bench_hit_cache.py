@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from clearmed.retrieval.config import CorpusConfig
-from clearmed.retrieval.corpus import shared_data_root
+from clearmed.retrieval.corpus_presets import shared_data_root
 
 
 def corpus_config(work: Path, mode: str) -> CorpusConfig:

@@ -48,8 +48,10 @@ from typing import Any
 import numpy as np
 
 from clearmed.retrieval.base import EvidenceError
-from clearmed.retrieval.bm25_sparse import BM25sRetriever, check_build_fits, directory_size
-from clearmed.retrieval.corpus import MEDRAG_MAPPING, read_jsonl, read_preset, shared_data_root
+from clearmed.retrieval.bm25_sparse import BM25sRetriever, directory_size
+from clearmed.retrieval.build_memory import check_build_fits
+from clearmed.retrieval.corpus import MEDRAG_MAPPING, read_jsonl
+from clearmed.retrieval.corpus_presets import read_preset, shared_data_root
 from clearmed.retrieval.medrag_layout import medrag_contents
 
 K = 32
@@ -149,7 +151,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def worker_lucene_build(chunks: Path, index: Path, threads: int, shards: int | None) -> dict[str, Any]:
-    from clearmed.retrieval.lucene import build_index
+    from clearmed.retrieval.lucene_index import build_index
 
     built = build_index(chunks, index, corpus=CORPUS, threads=threads, shards=shards)
     return {"build_s": built.seconds, "documents": built.documents, "shards": built.shards}
@@ -157,7 +159,7 @@ def worker_lucene_build(chunks: Path, index: Path, threads: int, shards: int | N
 
 def worker_lucene_query(db: Path, count: int, threads: int) -> dict[str, Any]:
     """Latency and CPU per query on a pool of 1 search thread and on one of `threads`, in this one process."""
-    from clearmed.api.index import density_questions
+    from clearmed.api.index_info import density_questions
     from clearmed.retrieval.lucene import LuceneCorpus, SearchPool
 
     stems = medqa_queries(count + WARM_UP)
@@ -263,7 +265,7 @@ def bench_size(work: Path, passages: int, args: argparse.Namespace) -> list[dict
     )
     rows: list[dict[str, Any]] = []
     if "lucene" in args.engines:
-        from clearmed.retrieval.lucene import index_state, read_build
+        from clearmed.retrieval.lucene_index import index_state, read_build
 
         index = db / CORPUS / "index" / "bm25"
         built_before = read_build(index)

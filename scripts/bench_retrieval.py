@@ -34,7 +34,7 @@ import numpy as np
 
 from clearmed.retrieval.bm25_rank import HARD_CAP, CorpusTooLargeError, RankBM25Retriever
 from clearmed.retrieval.bm25_sparse import BM25sRetriever, directory_size
-from clearmed.retrieval.corpus import read_preset, shared_data_root
+from clearmed.retrieval.corpus_presets import read_preset, shared_data_root
 from clearmed.signatures.records import Passage, Provenance
 
 K = 10

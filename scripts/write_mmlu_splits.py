@@ -19,7 +19,7 @@ from pathlib import Path
 
 from clearmed.benchmarks import benchmark_info, load_benchmark
 from clearmed.optimize.splits import SeededSplit, seeded_split
-from clearmed.retrieval.corpus import shared_data_root
+from clearmed.retrieval.corpus_presets import shared_data_root
 
 BENCHMARK = "mmlu-medical"
 N_TRAIN = 245

@@ -138,6 +138,12 @@ def test_the_face_names_each_function_where_it_is_defined() -> None:
         "export_runs",
         "CompareRequest",
         "MergeRequest",
+        "DoctorRequest",
+        "check_config",
+        "ReportRequest",
+        "report_runs",
+        "SftExportRequest",
+        "export_teacher_traces",
     }
     with pytest.raises(AttributeError, match="no attribute 'evaluat'"):
         getattr(clearmed, "evaluat")  # noqa: B009

@@ -266,6 +266,9 @@ VERBS: list[tuple[str, tuple[str, ...], str, frozenset[str]]] = [
     ("clearmed.cli.index", ("index", "build"), "clearmed.api.index.IndexBuildRequest", frozenset()),
     ("clearmed.cli.index", ("index", "warm"), "clearmed.api.index.IndexWarmRequest", frozenset()),
     ("clearmed.cli.export", ("export",), "clearmed.api.export.ExportRequest", frozenset()),
+    ("clearmed.cli.doctor", ("doctor",), "clearmed.api.doctor.DoctorRequest", frozenset()),
+    ("clearmed.cli.report", ("report",), "clearmed.api.report.ReportRequest", frozenset()),
+    ("clearmed.cli.export_sft", ("export-sft",), "clearmed.api.sft.SftExportRequest", frozenset()),
 ]
 # Fields of the Python door alone, which no option sets.
 PYTHON_ONLY = {"EvalRequest": {"questions", "show_progress"}}
@@ -420,7 +423,7 @@ def test_each_command_calls_its_api_function_with_its_parsed_request(
 # Import lines in clearmed/cli/ that reach past the api (neither clearmed.api, clearmed.core, clearmed.report nor
 # cli/ itself): 74 before issue 57, 39 after its item 1 (doctor's probes, main's error types and `clearmed config`
 # / `demo`, the types the reports render). The cap only comes down.
-AROUND_THE_API_CAP = 39
+AROUND_THE_API_CAP = 10
 _CLEARMED_IMPORT = re.compile(r"^\s*(?:from|import)\s+(clearmed(?:\.\w+)*)", re.MULTILINE)
 
 

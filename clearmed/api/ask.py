@@ -50,6 +50,13 @@ def parse_options(raw: Sequence[str]) -> dict[str, str]:
     return options
 
 
+def demo_bundle() -> tuple[Question, ...]:
+    """The built-in demo questions `ask --demo ID` answers (`clearmed demo` lists them)."""
+    from clearmed.demo import demo_questions
+
+    return demo_questions()
+
+
 def asked_question(request: AskRequest) -> Question:
     """The question asked, checked before anything heavy is imported (one-line errors)."""
     from clearmed.demo import demo_question

@@ -138,6 +138,13 @@ def optimizer_output(log: bool) -> Iterator[None]:
         yield
 
 
+def optimizer_names() -> list[str]:
+    """The DSPy optimizers `compile` runs (`--optimizer`), in the order `optimize.compiling.OPTIMIZERS` lists them."""
+    from clearmed.optimize.compiling import OPTIMIZERS
+
+    return list(OPTIMIZERS)
+
+
 def compile_prompts(request: CompileRequest | None = None, /, **fields: Any) -> Compiled:
     """Optimize the program's prompts and write the artifact: `compile_prompts(CompileRequest(...))` or its fields
     as keywords (`clearmed.compile(optimizer="bootstrap", benchmark="demo", train=4, val=2, out="art")`). Progress

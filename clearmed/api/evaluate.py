@@ -320,6 +320,13 @@ def request_config(request: ConfigChoice) -> ClearmedConfig:
     return request.config
 
 
+def packaged_config_paths() -> dict[str, Path]:
+    """The packaged configs a request can name (`clearmed config --list`): name -> its TOML file."""
+    from clearmed.config import packaged_configs
+
+    return packaged_configs()
+
+
 def _question_set(request: EvalRequest) -> BenchmarkSet:
     """The questions of the run: a benchmark's (as `clearmed eval --benchmark` loads them), or the list given."""
     if request.limit is not None and request.limit < 1:

@@ -1,7 +1,8 @@
-"""`index build` and `index warm`, the doors of `clearmed index build|warm` (and `index info` as plain data): build
-the local pathway's index (bm25s, or Lucene in MedRAG's layout), and search a benchmark's questions once into the
-local hit cache (`retrieval.hit_cache`). `IndexBuildRequest` and `IndexWarmRequest` hold one field per option of their
-command; long steps report through a `StepProgress` the caller gives (the command line's bars or log lines)."""
+"""`index build` and `index warm`, the doors of `clearmed index build|warm`: build the local pathway's index (bm25s,
+or Lucene in MedRAG's layout), and search a benchmark's questions once into the local hit cache
+(`retrieval.hit_cache`). `IndexBuildRequest` and `IndexWarmRequest` hold one field per option of their command; long
+steps report through a `StepProgress` the caller gives (the command line's bars or log lines). What a built index
+holds (`index info`, as plain data) is `clearmed.api.index_info`."""
 
 from __future__ import annotations
 
@@ -18,13 +19,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from clearmed.config import ClearmedConfig
 from clearmed.core.errors import UsageError
 from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError
-from clearmed.retrieval.bm25_sparse import directory_size, read_manifest
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.corpus import IngestStats
 from clearmed.retrieval.hit_cache import CachedRetriever
 
 if TYPE_CHECKING:
-    from clearmed.retrieval.lucene import LuceneBuild
+    from clearmed.retrieval.lucene_index import LuceneBuild
 
 
 class IndexBuildRequest(BaseModel):
@@ -137,7 +137,7 @@ def build_corpus_index(
     stats = IngestStats()
     started = time.perf_counter()
     if cfg.backend == "lucene":
-        from clearmed.retrieval.lucene import BACKEND
+        from clearmed.retrieval.lucene_java import BACKEND
         from clearmed.retrieval.medrag_layout import chunk_dir, write_offsets
 
         assert cfg.db_dir is not None
@@ -340,70 +340,3 @@ def _warm(cache: CachedRetriever, queries: list[str], k: int, progress: StepProg
                 failed += exc.kind in TRANSIENT_FAILURES  # the others are stored, and replayed, as they happened
             update(done)
     return failed
-
-
-def lucene_index_info(directory: Path) -> dict[str, Any]:
-    """`index info` of a Lucene index folder (`<db_dir>/<corpus>/index/bm25`): state, size, documents."""
-    from clearmed.retrieval.lucene import INDEX_SUBDIR, describe_index
-
-    directory = directory.resolve()
-    if directory.parts[-2:] != INDEX_SUBDIR.parts:
-        raise EvidenceError(f"{directory}: a Lucene index of MedRAG's layout is <db_dir>/<corpus>/index/bm25")
-    report = describe_index(directory.parents[2], directory.parents[1].name, queries=density_questions())
-    return {"backend": "lucene", **report.model_dump(mode="json")}
-
-
-DENSITY_QUESTIONS = 5
-
-
-def density_questions() -> list[str]:
-    """The first demo questions (MedQA-style vignettes), whose mean Σdf/N `doctor` and `index info` report."""
-    from clearmed.demo import demo_questions
-
-    return [question.text for question in demo_questions()[:DENSITY_QUESTIONS]]
-
-
-def index_info(directory: Path) -> dict[str, Any]:
-    """What `index info` shows, as plain data (raises EvidenceError for a non-index directory)."""
-    manifest = read_manifest(directory)
-    return {
-        "directory": str(directory),
-        "corpus": manifest.corpus,
-        "passages": manifest.passages,
-        "vocabulary": manifest.vocabulary,
-        "disk_bytes": directory_size(directory),
-        "built_at": manifest.built_at.isoformat(),
-        "tokenizer": manifest.tokenizer.model_dump(),
-        "bm25": {"method": manifest.method, "k1": manifest.k1, "b": manifest.b},
-        "bm25s_version": manifest.bm25s_version,
-        "format_version": manifest.format_version,
-        "source": manifest.source,
-        "source_settings": manifest.source_settings,
-    }
-
-
-def lucene_summary(report: dict[str, Any]) -> str:
-    """One line for a Lucene index report: "<dir>: 2,000 documents, 1.2 MB, opens" or why it does not."""
-    where = report["directory"]
-    if report["state"] == "missing":
-        return f"{where}: missing; build it with `clearmed index build`"
-    size = human_bytes(report["bytes"])
-    if report["state"] == "half_built":
-        return f"{where}: HALF-BUILT ({size}, no Lucene commit); `clearmed index build` rebuilds it"
-    if not report["opens"]:
-        return f"{where}: {size}, does NOT open: {report['detail']}"
-    shards = report.get("shards", 1)
-    summary = f"{where}: {report['documents']:,} documents, {size}, opens, {shards} shard{'s' * (shards > 1)}"
-    if report.get("density") is not None:
-        # The postings a query scores per document: query cost is about 6.7 ns a posting on one core.
-        summary += f", mean Σdf/N {report['density']:.3f} over {report['density_queries']} demo questions"
-    return summary
-
-
-def human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{size} B"
-        value /= 1024
-    return f"{size} B"

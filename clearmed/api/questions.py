@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -14,16 +15,31 @@ from clearmed.core.errors import UsageError
 from clearmed.signatures.records import Question
 
 if TYPE_CHECKING:
-    from clearmed.benchmarks import BenchmarkSet, OnError
+    from clearmed.benchmarks import BenchmarkInfo, BenchmarkSet, OnError
 
 # One question as you may give it: a `Question`, a free-text question's text, or a dict (`PlainQuestion`).
 QuestionInput = Question | str | Mapping[str, object]
 
 
+@dataclass(frozen=True)
+class BenchmarkListing:
+    """What `clearmed benchmarks` lists: every benchmark a run can name, and the name and format of your own file."""
+
+    benchmarks: list[BenchmarkInfo]
+    own_name: str  # `--benchmark questions --source FILE`
+    own_format: str  # the objects such a file holds
+
+
+def benchmark_listing() -> BenchmarkListing:
+    from clearmed.benchmarks import QUESTIONS_FORMAT, available_benchmarks
+
+    return BenchmarkListing(available_benchmarks(), QUESTIONS, QUESTIONS_FORMAT)
+
+
 def shared_source(benchmark: str) -> Path:
     """`--source shared`: the benchmark's file in the shared development data folder."""
     from clearmed.benchmarks import benchmark_info
-    from clearmed.retrieval.corpus import shared_data_root
+    from clearmed.retrieval.corpus_presets import shared_data_root
 
     if benchmark == QUESTIONS:
         raise UsageError(

@@ -61,6 +61,14 @@ _FIRST = ("program", "benchmark", "config", "source", "split", "revision", "ids"
 _FLAGS = {"config": "-c", "overrides": "--set"}  # the rest: --the-field-name
 
 
+def program_names() -> list[str]:
+    """The programs a run can name (`--program` of `clearmed eval` and `compile`), sorted; read from the catalog,
+    which loads no DSPy (a command's --help stays light)."""
+    from clearmed.programs.catalog import PROGRAMS
+
+    return sorted(PROGRAMS)
+
+
 def request_argv(request: EvalRequest) -> list[str]:
     """`request` as the `clearmed eval` command line that parses into an equal request (`--print-commands`); a
     request of a built module or a list of questions has none (one line)."""

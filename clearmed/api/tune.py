@@ -56,6 +56,13 @@ class Tuned:
     summary: TuneSummary
 
 
+def tune_parameter_names() -> tuple[list[str], list[str]]:
+    """The parameter groups `tune --params` takes, and those it tunes when not told (`optimize.tuning`)."""
+    from clearmed.optimize.tuning import DEFAULT_PARAMETERS, PARAMETERS
+
+    return list(PARAMETERS), list(DEFAULT_PARAMETERS)
+
+
 def tune_thresholds(request: TuneRequest | None = None, /, **fields: Any) -> Tuned:
     """Tune and write the artifact: `tune_thresholds(TuneRequest(...))` or its fields as keywords
     (`clearmed.tune(run=["runs/x"], out="tuned")`). What it tunes on is said on stderr."""

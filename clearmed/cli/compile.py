@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from clearmed.api.compile import CompileRequest, compile_prompts
+from clearmed.api.compile import CompileRequest, compile_prompts, optimizer_names
+from clearmed.api.request import program_names
 from clearmed.cli.main import add_config_arguments, parsed_request
 from clearmed.core.console import user_console
 
@@ -45,12 +46,9 @@ def _report(report: CompileReport) -> str:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from clearmed.optimize.compiling import OPTIMIZERS
-    from clearmed.programs.catalog import PROGRAMS
-
     compile_ = commands.add_parser("compile")
-    compile_.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to compile")
-    compile_.add_argument("--optimizer", required=True, choices=list(OPTIMIZERS), help="DSPy optimizer")
+    compile_.add_argument("--program", default="clear", choices=program_names(), help="program to compile")
+    compile_.add_argument("--optimizer", required=True, choices=optimizer_names(), help="DSPy optimizer")
     compile_.add_argument("--benchmark", required=True, help="benchmark name (see `clearmed benchmarks`), or 'demo'")
     compile_.add_argument("--source", help="local file in the upstream schema, or 'shared' (default: the hub copy)")
     compile_.add_argument("--split", help="hub split (or label for a local file)")

@@ -46,9 +46,9 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def _add_question_arguments(evaluate: argparse.ArgumentParser) -> None:
     """`eval`: the program, and the benchmark questions it runs on."""
-    from clearmed.programs.catalog import PROGRAMS
+    from clearmed.api.request import program_names
 
-    evaluate.add_argument("--program", default="clear", choices=sorted(PROGRAMS), help="program to evaluate")
+    evaluate.add_argument("--program", default="clear", choices=program_names(), help="program to evaluate")
     evaluate.add_argument(
         "--benchmark",
         required=True,
@@ -157,18 +157,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def list_benchmarks(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from clearmed.benchmarks import QUESTIONS, QUESTIONS_FORMAT, available_benchmarks
+    from clearmed.api.questions import benchmark_listing
 
+    listing = benchmark_listing()
     table = Table(title="Benchmarks", title_justify="left")
     for column in ("name", "hub id", "mode", "scoring", "shared file"):
         table.add_column(column, overflow="fold")
-    for info in available_benchmarks():
+    for info in listing.benchmarks:
         table.add_row(info.name, info.hub_id or "-", info.answer_mode, info.scoring, info.shared_file or "")
     console = user_console()
     console.print(table)
     console.print("demo: the built-in bundle of a few questions (--benchmark demo)", markup=False, soft_wrap=True)
     console.print(
-        f"{QUESTIONS}: your own questions, --benchmark {QUESTIONS} --source my.jsonl: {QUESTIONS_FORMAT}, as clearmed.evaluate "
+        f"{listing.own_name}: your own questions, --benchmark {listing.own_name} --source my.jsonl: "
+        f"{listing.own_format}, as clearmed.evaluate "
         'takes them (each question\'s mode is its own: options or none, and "multi": true)',
         markup=False,
         highlight=False,

@@ -1,69 +1,20 @@
-"""`clearmed export-sft`: the option-wise judge's validated teacher traces from run folders, as chat JSONL."""
+"""`clearmed export-sft`: the arguments parse into a `SftExportRequest` through
+`clearmed.api.sft.export_teacher_traces` (the option-wise judge's validated teacher traces from run folders, as chat
+JSONL); the count of kept and rejected traces printed."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from pathlib import Path
 
 from rich.table import Table
 
+from clearmed.api.sft import SftExportRequest, export_teacher_traces
+from clearmed.cli.main import parsed_request
 from clearmed.core.console import user_console
-from clearmed.core.errors import UsageError
-from clearmed.signatures.records import Decision, PathwayName
-
-
-def _run_decisions(runs: list[Path]) -> Iterator[tuple[Decision, str]]:
-    from clearmed.evaluation import read_records
-
-    for run in runs:
-        for record in read_records(run):
-            yield record.decision, run.name
-
-
-def _passage_words(run: Path) -> int | None:
-    """The passage truncation the judge saw, from the run's resolved config (the export must show the same text)."""
-    from clearmed.evaluation.folder import snapshot_of
-
-    config = snapshot_of(run)
-    if config is None:
-        return None
-    words = config.get("program", {}).get("passage_words")
-    return int(words) if isinstance(words, int) else None
-
-
-def _read_ids(path: Path | None) -> frozenset[str]:
-    if path is None:
-        return frozenset()
-    try:
-        return frozenset(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    except OSError as err:
-        raise UsageError(f"cannot read --exclude-ids {path}: {err.strerror}") from None
 
 
 def cmd_export_sft(args: argparse.Namespace) -> int:
-    from clearmed.optimize.teacher_traces import export_sft
-
-    runs = [Path(run) for run in args.run]
-    for run in runs:
-        if not (run / "results.jsonl").exists():
-            raise UsageError(f"{run} is not a run folder (no results.jsonl)")
-    words = {_passage_words(run) for run in runs}
-    if len(words) > 1:
-        raise UsageError(f"the runs truncated passages differently ({sorted(map(str, words))}); export them separately")
-    pathways: tuple[PathwayName, ...] = tuple(args.pathways.split(","))  # checked next
-    if not pathways or any(p not in ("local", "dynamic") for p in pathways):
-        raise UsageError("--pathways takes local, dynamic or local,dynamic")
-    if not 0.0 <= args.lambda_g <= 1.0:
-        raise UsageError(f"--lambda-g must be in [0, 1], got {args.lambda_g}")
-    report = export_sft(
-        _run_decisions(runs),
-        Path(args.out),
-        lambda_g=args.lambda_g,
-        pathways=pathways,
-        passage_words=words.pop(),
-        exclude_ids=_read_ids(Path(args.exclude_ids) if args.exclude_ids else None),
-    )
+    report = export_teacher_traces(parsed_request(SftExportRequest, args))
     table = Table(title=f"teacher traces -> {report.out}", title_justify="left")
     table.add_column("traces")
     table.add_column("count", justify="right")

@@ -40,16 +40,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from clearmed.api.index import (
-    IndexBuildRequest,
-    IndexWarmRequest,
-    build_corpus_index,
-    human_bytes,
-    index_info,
-    lucene_index_info,
-    lucene_summary,
-    warm_hit_cache,
-)
+from clearmed.api.index import IndexBuildRequest, IndexWarmRequest, build_corpus_index, warm_hit_cache
+from clearmed.api.index_info import human_bytes, index_info, lucene_index_info, lucene_summary
 from clearmed.cli.main import add_config_arguments, parsed_request
 from clearmed.core.console import user_console
 from clearmed.core.exit_codes import ExitCode

@@ -20,7 +20,6 @@ from clearmed.core.exit_codes import EXIT_CODES_HELP, ExitCode
 from clearmed.core.version import __version__
 
 if TYPE_CHECKING:
-    from clearmed.config import ClearmedConfig
     from clearmed.evaluation import RunSummary
 
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -48,12 +47,6 @@ def add_config_arguments(
 
 def add_artifact_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program-artifact", help="a `clearmed compile` / `clearmed tune` artifact folder to load")
-
-
-def config_from_args(args: argparse.Namespace) -> ClearmedConfig:
-    from clearmed.config import load_config
-
-    return load_config(args.config, overrides=args.overrides)
 
 
 def parsed_request(request_type: type[_Request], args: argparse.Namespace) -> _Request:
@@ -92,25 +85,25 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from clearmed.demo import demo_questions
+    from clearmed.api.ask import demo_bundle
 
     table = Table(title="Demo questions (clearmed ask --demo ID)", title_justify="left")
     for column in ("id", "mode", "question"):
         table.add_column(column, overflow="fold")
-    for question in demo_questions():
+    for question in demo_bundle():
         table.add_row(question.id, question.answer_mode, question.text)
     user_console().print(table)
     return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from clearmed.config import packaged_configs
+    from clearmed.api.evaluate import packaged_config_paths, request_config
 
     if args.list:
-        for name, path in sorted(packaged_configs().items()):
+        for name, path in sorted(packaged_config_paths().items()):
             print(f"{name}\t{path}")
         return 0
-    config = config_from_args(args)
+    config = request_config(args)  # `-c` and `--set`, as every verb's request names its config
     # The config holds only names of key variables, never keys: safe to print whole.
     sys.stdout.write(config.model_dump_json(indent=2, exclude_none=True) + "\n")
     return 0
@@ -220,14 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    from clearmed.backbones.errors import ConfigError
-    from clearmed.backbones.selfcheck import EngineCheckError
-    from clearmed.benchmarks import BenchmarkError
-    from clearmed.evaluation import RunStoreError
-    from clearmed.retrieval.base import EvidenceError
-    from clearmed.retrieval.corpus import CorpusError
+    from clearmed.api.errors import ONE_LINE_ERRORS
 
-    return (ConfigError, EngineCheckError, EvidenceError, CorpusError, BenchmarkError, RunStoreError)
+    return ONE_LINE_ERRORS
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,14 +1,13 @@
-"""`clearmed report`: a static HTML report of run folders (a thin wrapper over `clearmed.report.html_report`). A
-suite's folder stands for every run below it (`results_table.run_folders`): one report of all the suite's runs,
-with each run's pages and a comparison per benchmark, in SUITE/report by default."""
+"""`clearmed report`: the arguments parse into a `ReportRequest` through `clearmed.api.report.report_runs` (a static
+HTML report of run folders, or of every run below a suite's folder, in SUITE/report by default); what it wrote
+printed."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from clearmed.cli.main import parsed_request
 from clearmed.core.console import user_console
-from clearmed.core.errors import UsageError
 
 
 def _size(n: int) -> str:
@@ -16,17 +15,9 @@ def _size(n: int) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from clearmed.numbers.results_table import run_folders
-    from clearmed.report.html_report import write_html_report
+    from clearmed.api.report import ReportRequest, report_runs
 
-    given = [Path(folder) for folder in args.runs]
-    if args.out:
-        out = Path(args.out)
-    elif len(given) == 1:
-        out = given[0] / "report"
-    else:
-        raise UsageError("several run folders need --out (the folder for the report)")
-    report = write_html_report(run_folders(given), out)
+    report = report_runs(parsed_request(ReportRequest, args))
     user_console(stderr=True, highlight=False, soft_wrap=True).print(
         f"report: {report.index} ({report.pages} pages: {report.question_pages} question pages, "
         f"comparison views {report.comparisons}; {_size(report.bytes)})",

@@ -8,7 +8,7 @@ import json
 import statistics
 from typing import TYPE_CHECKING
 
-from clearmed.api.tune import TuneRequest, tune_thresholds
+from clearmed.api.tune import TuneRequest, tune_parameter_names, tune_thresholds
 from clearmed.cli.main import add_config_arguments, parsed_request
 from clearmed.core.console import user_console
 
@@ -127,8 +127,7 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from clearmed.optimize.tuning import DEFAULT_PARAMETERS, PARAMETERS
-
+    parameters, defaults = tune_parameter_names()
     tune = commands.add_parser("tune")
     tune.add_argument("--run", action="append", required=True, metavar="DIR", help="a finished eval run folder")
     tune.add_argument("--out", required=True, help="artifact folder for the tuned thresholds and the study summary")
@@ -139,8 +138,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     tune.add_argument("--study-name", default="clearmed-thresholds", help="workers sharing a study use one name")
     tune.add_argument(
         "--params",
-        help=f"comma-separated parameters to tune, from {', '.join(PARAMETERS)} (default: "
-        f"{', '.join(DEFAULT_PARAMETERS)}, the likelihood fit of the pooling weights)",
+        help=f"comma-separated parameters to tune, from {', '.join(parameters)} (default: "
+        f"{', '.join(defaults)}, the likelihood fit of the pooling weights)",
     )
     tune.add_argument(
         "--learned-out-of-domain",

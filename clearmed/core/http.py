@@ -6,7 +6,7 @@ an endpoint. Tavily's client takes a session
 from `guarded_session` too (`clearmed.retrieval.tavily`).
 
 - `guarded_session`: a ``requests.Session`` whose pooled connections a bounded attempt's deadline reaches
-  (`clearmed.core.retries.guard_socket`): a reused keep-alive connection is marked as the attempt's, as a new one is
+  (`clearmed.core.deadlines.guard_socket`): a reused keep-alive connection is marked as the attempt's, as a new one is
   when it connects. `request` keeps one per thread (requests does not promise a session is thread-safe).
 - `request`: one request, retried by clearmed's policy (`clearmed.core.retries.retrying`): a status in ``retried``, a
   timeout or a dropped connection (and, with ``want_json``, a 200 whose body is not JSON) is retried ``retries`` times
@@ -26,8 +26,9 @@ from typing import Any, Final
 import requests
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from clearmed.core.deadlines import DeadlineExceeded, bounded_call, guard_socket
 from clearmed.core.endpoints import connect_failure, mark_reached, unreachable_error
-from clearmed.core.retries import DeadlineExceeded, bounded_call, guard_socket, pause, retry_hint_s, retrying
+from clearmed.core.retries import pause, retry_hint_s, retrying
 
 __all__ = ["RETRIED_STATUS", "NoReply", "Reply", "guarded_session", "request"]
 
@@ -134,7 +135,7 @@ def request(
     """One request by the policy in the module docstring (``retry_no_reply=False``: a request that got no reply is not
     retried, for a probe that is asked again later anyway; ``final``: a reply returned at once whatever its status, such
     as an exhausted quota sent as a 429). ``bounded``: ``timeout`` bounds each attempt in total
-    (`clearmed.core.retries.bounded_call`), not only the wait for the next byte. ``service`` names the endpoint's owner
+    (`clearmed.core.deadlines.bounded_call`), not only the wait for the next byte. ``service`` names the endpoint's owner
     in the fatal error a never-reached endpoint's refusal raises; without it that refusal is a `NoReply` like any."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 

@@ -27,7 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from clearmed.retrieval.corpus import CorpusError, preset, preset_path, row_to_passages
+from clearmed.retrieval.corpus import CorpusError, row_to_passages
+from clearmed.retrieval.corpus_presets import preset, preset_path
 from clearmed.retrieval.screening import CAPITAL_LOOK_ALIKES, LATIN_LOOK_ALIKES, fold, screen
 from clearmed.signatures.records import Passage, Provenance
 

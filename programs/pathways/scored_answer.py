@@ -39,7 +39,7 @@ from typing import Any, Final
 
 import dspy
 
-from clearmed.backbones.client import CACHE_ENDPOINT_FIELD, cache_endpoint
+from clearmed.backbones.endpoint_cache import CACHE_ENDPOINT_FIELD, cache_endpoint
 from clearmed.backbones.logprobs import TokenScorer, TracedScorer, token_scorer
 from clearmed.core.errors import FatalServiceError
 from clearmed.programs.lm.context import current

@@ -13,9 +13,9 @@ import pytest
 from dspy.clients import execution
 
 from clearmed.backbones import client
-from clearmed.backbones.client import fatal_lm_error
 from clearmed.backbones.config import parse_backbone
 from clearmed.backbones.factory import build_lm
+from clearmed.backbones.fatal_errors import fatal_lm_error
 from clearmed.backbones.reasoning import collect_thinking
 from clearmed.core.errors import FatalServiceError
 from clearmed.core.retries import count_retries

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clearmed.backbones.config import AnyBackbone, is_openai_reasoning_model, parse_backbone, parse_backbones
+from clearmed.backbones.config import AnyBackbone, parse_backbone, parse_backbones
 from clearmed.backbones.errors import ConfigError, format_validation_error
+from clearmed.backbones.openai_reasoning import is_openai_reasoning_model
 
 SOURCE = "configs/x.toml"
 

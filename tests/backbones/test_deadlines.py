@@ -1,4 +1,4 @@
-"""`retries.bounded_call`: a total deadline per attempt, in the caller's own thread, that cuts the attempt's sockets.
+"""`deadlines.bounded_call`: a total deadline per attempt, in the caller's own thread, that cuts the attempt's sockets.
 
 The attempt's sockets are those it connects and those its client marks with `guard_socket` (a pooled keep-alive
 connection); a socket the attempt never claimed is never cut, whoever else reads from it.
@@ -13,14 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from clearmed.core.retries import (
-    DeadlineExceeded,
-    RetriesCut,
-    bounded_call,
-    cut_retries,
-    guard_socket,
-    reset_cut,
-)
+from clearmed.core.deadlines import DeadlineExceeded, bounded_call, guard_socket
+from clearmed.core.retries import RetriesCut, cut_retries, reset_cut
 
 
 @pytest.fixture

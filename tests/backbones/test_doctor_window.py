@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from clearmed.api.doctor import check_endpoint
 from clearmed.backbones.config import parse_backbone
-from clearmed.cli.doctor import check_endpoint
 
 from .replay_server import REPLIES, ReplayServer, Reply
 

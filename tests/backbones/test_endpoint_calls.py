@@ -28,6 +28,7 @@ from dspy.clients import execution
 from clearmed.backbones import client
 from clearmed.backbones.config import parse_backbone
 from clearmed.backbones.embedded import AsyncLlamaCppEngine, LlamaCppEngine
+from clearmed.backbones.endpoint_cache import cache_endpoint
 from clearmed.backbones.failures import EmptyReplyError
 from clearmed.backbones.llama_runtime import LlamaLoadArgs
 from clearmed.core.endpoints import forget_reached, has_reached
@@ -293,8 +294,8 @@ def test_a_cached_reply_never_crosses_endpoints(engine: str, mode: str, memory_c
 
 def test_the_endpoint_in_a_key_is_the_address_without_credentials_or_query() -> None:
     lm = types.SimpleNamespace(kwargs={"api_base": "http://user:sk-secret@10.0.0.5:8000/gw/v1/?x=1"})
-    assert client.cache_endpoint(lm) == "http://10.0.0.5:8000/gw/v1"
-    assert client.cache_endpoint(types.SimpleNamespace(kwargs={})) is None  # a provider's default address
+    assert cache_endpoint(lm) == "http://10.0.0.5:8000/gw/v1"
+    assert cache_endpoint(types.SimpleNamespace(kwargs={})) is None  # a provider's default address
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

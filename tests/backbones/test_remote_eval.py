@@ -26,7 +26,8 @@ from clearmed.cli.main import main
 from clearmed.evaluation import read_records
 from clearmed.evaluation.degraded import step_errors
 from clearmed.evaluation.store import DEGRADED
-from clearmed.retrieval.corpus import CorpusError, shared_data_root
+from clearmed.retrieval.corpus import CorpusError
+from clearmed.retrieval.corpus_presets import shared_data_root
 from clearmed.testing import demo_config_toml
 
 from .llama_server import MODEL_ALIAS, LlamaServer, ThrottlingProxy, llama_server_available

@@ -119,3 +119,39 @@ def test_config_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "-c", "embedded"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["backbones"]["main"]["kind"] == "embedded"
+
+
+def test_the_listings_and_choices_the_commands_show_are_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo`, `config --list`, `benchmarks` and the choices of `eval`, `compile` and `tune` read the api, which reads
+    the catalogs: every entry of each catalog reaches the user (none dropped on the way)."""
+    from clearmed.benchmarks import QUESTIONS_FORMAT, available_benchmarks
+    from clearmed.config import packaged_configs
+    from clearmed.demo import demo_questions
+    from clearmed.optimize.compiling import OPTIMIZERS
+    from clearmed.optimize.tuning import DEFAULT_PARAMETERS, PARAMETERS
+    from clearmed.programs.catalog import PROGRAMS
+
+    monkeypatch.setenv("COLUMNS", "500")  # a table folds nothing
+
+    def shown(argv: list[str]) -> str:
+        if "--help" in argv:
+            with pytest.raises(SystemExit, match=r"^0$"):
+                main(argv)
+        else:
+            assert main(argv) == 0
+        return " ".join(capsys.readouterr().out.split())
+
+    listed = shown(["demo"])
+    assert all(question.id in listed for question in demo_questions())
+    listed = shown(["config", "--list"])
+    assert all(f"{name} {path}" in listed for name, path in packaged_configs().items())
+    listed = shown(["benchmarks"])
+    assert all(f"│ {info.name} │" in listed for info in available_benchmarks())  # each one's own row
+    assert " ".join(QUESTIONS_FORMAT.split()) in listed
+    for command in ("eval", "compile"):
+        assert "{" + ",".join(sorted(PROGRAMS)) + "}" in shown([command, "--help"]).replace(" ", "")
+    assert "{" + ",".join(OPTIMIZERS) + "}" in shown(["compile", "--help"]).replace(" ", "")
+    helped = shown(["tune", "--help"])
+    assert all(name in helped for name in [*PARAMETERS, *DEFAULT_PARAMETERS])

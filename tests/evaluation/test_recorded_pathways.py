@@ -20,7 +20,8 @@ from clearmed.recorded import (
     mirage_reply,
     read_recorded_pathway,
 )
-from clearmed.retrieval.corpus import CorpusError, shared_data_root
+from clearmed.retrieval.corpus import CorpusError
+from clearmed.retrieval.corpus_presets import shared_data_root
 from clearmed.signatures.records import Question
 from clearmed.testing.synthetic_run import write_synthetic_run
 

@@ -159,7 +159,7 @@ def shared_root() -> Path:
 def openstax_index(shared_root: Path, tmp_path_factory: pytest.TempPathFactory):
     """The 14k-passage OpenStax corpus indexed with bm25s once per session (~3 s)."""
     from clearmed.retrieval.bm25_sparse import BM25sRetriever
-    from clearmed.retrieval.corpus import read_preset
+    from clearmed.retrieval.corpus_presets import read_preset
 
     directory = tmp_path_factory.mktemp("openstax-index") / "index"
     return BM25sRetriever.build(read_preset("openstax", data_root=shared_root), name="openstax", directory=directory)

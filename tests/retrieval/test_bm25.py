@@ -196,7 +196,7 @@ def test_scores_match_bm25s_reference(toy_passages: list[Passage], method: str) 
 
 def test_parity_with_rank_bm25_on_shared_corpus(openstax_index: BM25sRetriever, shared_root: Path) -> None:
     """The two backends rank alike on real data: mean top-10 overlap well above chance."""
-    from clearmed.retrieval.corpus import read_preset
+    from clearmed.retrieval.corpus_presets import read_preset
 
     passages = list(read_preset("openstax", data_root=shared_root, limit=3000))
     okapi = RankBM25Retriever(passages, name="openstax")

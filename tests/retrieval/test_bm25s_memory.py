@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from clearmed.cli.index import register
-from clearmed.retrieval import bm25_sparse
+from clearmed.retrieval import build_memory
 from clearmed.retrieval.base import EvidenceError
-from clearmed.retrieval.bm25_sparse import (
+from clearmed.retrieval.bm25_sparse import BM25sRetriever
+from clearmed.retrieval.build_memory import (
     BUILD_BASE_BYTES,
     BUILD_BYTES_PER_PASSAGE,
-    BM25sRetriever,
     build_memory_estimate,
     check_build_fits,
 )
@@ -25,7 +25,7 @@ from clearmed.signatures.records import Passage
 def room_for(monkeypatch: pytest.MonkeyPatch, passages: int) -> None:
     """Pretend the machine has memory for exactly `passages` passages."""
     available = BUILD_BASE_BYTES + passages * BUILD_BYTES_PER_PASSAGE + BUILD_BYTES_PER_PASSAGE // 2
-    monkeypatch.setattr(bm25_sparse, "available_memory", lambda: available)
+    monkeypatch.setattr(build_memory, "available_memory", lambda: available)
 
 
 def assert_one_line_naming_lucene(error: BaseException) -> None:
@@ -41,7 +41,7 @@ def test_the_estimate_is_the_measured_cost_per_passage() -> None:
 
 
 def test_pubmed_is_refused_on_this_machines_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25_sparse, "available_memory", lambda: 24 * 2**30)
+    monkeypatch.setattr(build_memory, "available_memory", lambda: 24 * 2**30)
     with pytest.raises(EvidenceError) as caught:
         check_build_fits(23_900_000, name="pubmed")
     assert_one_line_naming_lucene(caught.value)
@@ -51,7 +51,7 @@ def test_pubmed_is_refused_on_this_machines_memory(monkeypatch: pytest.MonkeyPat
 
 
 def test_unknown_memory_never_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25_sparse, "available_memory", lambda: None)
+    monkeypatch.setattr(build_memory, "available_memory", lambda: None)
     check_build_fits(10**9, name="huge")
 
 

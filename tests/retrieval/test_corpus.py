@@ -15,14 +15,13 @@ from clearmed.retrieval.corpus import (
     IngestStats,
     chunk_words,
     parse_date,
-    preset_path,
     read_file,
     read_hub,
     read_jsonl,
     read_parquet,
-    read_preset,
     row_to_passages,
 )
+from clearmed.retrieval.corpus_presets import preset_path, read_preset
 
 from .conftest import write_jsonl
 

