@@ -229,7 +229,8 @@ def check_tavily(api_key_env: str, api_base_url: str | None, *, say: Say) -> boo
 
 def check_lucene(corpus: CorpusConfig, *, say: Say) -> bool:
     """Java and pyserini for the Lucene backend, then each corpus's index; False when any cannot be searched."""
-    from clearmed.api.index_info import density_questions, lucene_summary
+    from clearmed.api.index_info import density_questions
+    from clearmed.report.index_lines import lucene_summary
     from clearmed.retrieval.lucene import describe_index
     from clearmed.retrieval.lucene_java import LuceneSetupError, anserini_jar, find_java, pyserini_version
 

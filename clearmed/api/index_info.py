@@ -1,7 +1,6 @@
 """`index info` as plain data: what a built index holds (`index_info` for bm25s, `lucene_index_info` for a Lucene
-index in MedRAG's layout), the one line a Lucene index's report reads as (`lucene_summary`, which `doctor` shows too),
-and the demo questions whose posting density both report (`density_questions`). Building and warming an index are
-`clearmed.api.index`."""
+index in MedRAG's layout) and the demo questions whose posting density both report (`density_questions`). The lines
+they read as are `clearmed.report.index_lines`; building and warming an index are `clearmed.api.index`."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from typing import Any
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.bm25_sparse import directory_size, read_manifest
 
-__all__ = ["DENSITY_QUESTIONS", "density_questions", "human_bytes", "index_info", "lucene_index_info", "lucene_summary"]
+__all__ = ["DENSITY_QUESTIONS", "density_questions", "index_info", "lucene_index_info"]
 
 
 def lucene_index_info(directory: Path) -> dict[str, Any]:
@@ -53,30 +52,3 @@ def index_info(directory: Path) -> dict[str, Any]:
         "source": manifest.source,
         "source_settings": manifest.source_settings,
     }
-
-
-def lucene_summary(report: dict[str, Any]) -> str:
-    """One line for a Lucene index report: "<dir>: 2,000 documents, 1.2 MB, opens" or why it does not."""
-    where = report["directory"]
-    if report["state"] == "missing":
-        return f"{where}: missing; build it with `clearmed index build`"
-    size = human_bytes(report["bytes"])
-    if report["state"] == "half_built":
-        return f"{where}: HALF-BUILT ({size}, no Lucene commit); `clearmed index build` rebuilds it"
-    if not report["opens"]:
-        return f"{where}: {size}, does NOT open: {report['detail']}"
-    shards = report.get("shards", 1)
-    summary = f"{where}: {report['documents']:,} documents, {size}, opens, {shards} shard{'s' * (shards > 1)}"
-    if report.get("density") is not None:
-        # The postings a query scores per document: query cost is about 6.7 ns a posting on one core.
-        summary += f", mean Σdf/N {report['density']:.3f} over {report['density_queries']} demo questions"
-    return summary
-
-
-def human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{size} B"
-        value /= 1024
-    return f"{size} B"

@@ -41,11 +41,12 @@ from rich.table import Table
 from rich.text import Text
 
 from clearmed.api.index import IndexBuildRequest, IndexWarmRequest, build_corpus_index, warm_hit_cache
-from clearmed.api.index_info import human_bytes, index_info, lucene_index_info, lucene_summary
+from clearmed.api.index_info import index_info, lucene_index_info
 from clearmed.cli.main import add_config_arguments, parsed_request
 from clearmed.core.console import user_console
 from clearmed.core.exit_codes import ExitCode
 from clearmed.evaluation.progress import CountLines, wants_lines
+from clearmed.report.index_lines import human_bytes, lucene_summary
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.corpus import CorpusError
 
