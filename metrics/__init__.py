@@ -11,7 +11,7 @@ LM, passed in: `FreeTextGrader(grader_lm)`, `RubricGrader(grader_lm)`.
 from clearmed.metrics._calibration import Calibration, ReliabilityBin, calibration, letter_prior
 from clearmed.metrics._decision import QuestionScore, score_decision, score_rubric_decision
 from clearmed.metrics._free_text import FreeTextGrade, FreeTextGrader, GradingTask, extract_final_answer
-from clearmed.metrics._intervals import Interval, bootstrap_interval, wilson_interval
+from clearmed.metrics._intervals import Interval, bootstrap_interval, mean_sd, wilson_interval
 from clearmed.metrics._judge import PathwayJudgeStats, judge_stats, judge_table
 from clearmed.metrics._leakage import LeakageReport, PassageLeak, audit_leakage, passage_leak
 from clearmed.metrics._mcq import McqScore, score_mcq
@@ -63,6 +63,7 @@ __all__ = [
     "judge_table",
     "letter_prior",
     "mcnemar_exact_p",
+    "mean_sd",
     "paired_comparison",
     "paired_difference_interval",
     "passage_leak",

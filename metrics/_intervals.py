@@ -1,8 +1,10 @@
-"""Confidence intervals for a proportion: Wilson score (closed form) and percentile bootstrap (resampling)."""
+"""Confidence intervals for a proportion: Wilson score (closed form) and percentile bootstrap (resampling); and a
+figure's spread over repeated random splits, as mean ± SD (`mean_sd`)."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from statistics import NormalDist
 
@@ -60,3 +62,9 @@ def bootstrap_interval(
     alpha = 1.0 - confidence
     low, high = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
     return Interval(low=float(low), high=float(high), confidence=confidence, method=f"bootstrap({n_resamples})")
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """A figure over repeated random splits as its mean and sample standard deviation (0 for a single value): a
+    figure from a random split is a distribution, reported as mean ± SD, never its best draw."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0

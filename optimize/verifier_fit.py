@@ -26,7 +26,6 @@ A fit refuses to see any id it was asked to skip (`skip_ids`: the held-out part 
 from __future__ import annotations
 
 import random
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.core.errors import UsageError
+from clearmed.metrics import mean_sd
 from clearmed.optimize.splits import question_key
 from clearmed.programs.adjudication.learned import (
     LearnedDomain,
@@ -173,10 +173,6 @@ class PartitionScore(BaseModel):
         return sum(c.learned_correct - c.best_pathway_correct for c in self.cells) / headroom if headroom else 0.0
 
 
-def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
 class RepeatedCV(BaseModel):
     """The nested cross-validation repeated over random grouped partitions: one figure per partition, so a figure is
     a distribution (mean ± SD) and a claim the fraction of partitions on which it holds."""
@@ -194,14 +190,14 @@ class RepeatedCV(BaseModel):
 
     def gain(self) -> tuple[float, float]:
         """Mean and SD over the partitions of the right answers gained over the deterministic verifier."""
-        return _mean_sd([part.gain for part in self.partitions])
+        return mean_sd([part.gain for part in self.partitions])
 
     def at_or_above(self) -> int:
         """Partitions on which the learned verifier is at or above the deterministic one (summed over the cells)."""
         return sum(part.gain >= 0 for part in self.partitions)
 
     def pooled_share(self) -> tuple[float, float]:
-        return _mean_sd([part.pooled_share for part in self.partitions])
+        return mean_sd([part.pooled_share for part in self.partitions])
 
 
 def ship_verdict(repeated: RepeatedCV) -> str:

@@ -81,6 +81,8 @@ def _learned_report(fit: LearnedFit) -> list[str]:
     ]
     repeated = fit.repeated
     if repeated is not None and repeated.partitions:
+        from clearmed.metrics import mcnemar_exact_p, mean_sd
+
         n = len(repeated.partitions)
         lines += [
             "",
@@ -94,23 +96,22 @@ def _learned_report(fit: LearnedFit) -> list[str]:
         for cell in repeated.cells():
             scores = repeated.of_cell(cell)
             q = max(1, scores[0].questions)
-            accuracy = _mean_sd([s.learned_correct / q for s in scores])
-            share = _mean_sd([s.share for s in scores])
-            decided = _mean_sd([float(s.decided) for s in scores])
+            accuracy = mean_sd([s.learned_correct / q for s in scores])
+            share = mean_sd([s.share for s in scores])
+            decided = mean_sd([float(s.decided) for s in scores])
             above = sum(s.learned_correct >= s.deterministic_correct for s in scores)
             lines.append(
                 f"| {cell} | {scores[0].questions} | {scores[0].deterministic_correct / q:.3f} | "
                 f"{accuracy[0]:.3f} ± {accuracy[1]:.3f} | {share[0]:+.2f} ± {share[1]:.2f} | "
                 f"{decided[0]:.0f} ± {decided[1]:.0f} | {above} / {n} |"
             )
-        from clearmed.metrics import mcnemar_exact_p
         from clearmed.report.markdown import p_text
 
         gain, sd = repeated.gain()
         pooled, pooled_sd = repeated.pooled_share()
         pairs = [(sum(c.gained for c in part.cells), sum(c.lost for c in part.cells)) for part in repeated.partitions]
-        gained = _mean_sd([float(g) for g, _ in pairs])
-        lost = _mean_sd([float(lo) for _, lo in pairs])
+        gained = mean_sd([float(g) for g, _ in pairs])
+        lost = mean_sd([float(lo) for _, lo in pairs])
         p = statistics.median(mcnemar_exact_p(g, lo) for g, lo in pairs)
         lines += [
             "",
@@ -120,10 +121,6 @@ def _learned_report(fit: LearnedFit) -> list[str]:
         ]
     lines += ["", fit.withheld or "learned fit ships: over its partitions it beats the deterministic verifier"]
     return lines
-
-
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from clearmed.core.errors import UsageError
 from clearmed.evaluation.store import EvalRecord, read_records
-from clearmed.metrics import mcnemar_exact_p
+from clearmed.metrics import mcnemar_exact_p, mean_sd
 from clearmed.optimize.pool_fit import BINDING_FIELDS, WEIGHT_FIELDS, fit_pool_weights, pool_features
 from clearmed.optimize.splits import question_key
 from clearmed.optimize.verifier_fit import LearnedItem, cross_validated_choices, item_key, learned_items
@@ -218,10 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         d = [paired(c, direct) for c in runs]
         c = [paired(x, shipped) for x in runs]
         shares = [share(x) for x in runs]
-        sd = statistics.stdev(accs) if len(accs) > 1 else 0.0
-        print(f"| {name} | {statistics.fmean(accs):.1f} ± {sd:.1f} | {mean_pair(d)} (partition 0: {d[0][0]} / {d[0][1]}, "
+        acc, acc_sd = mean_sd(accs)
+        share_mean, share_sd = mean_sd(shares)
+        print(f"| {name} | {acc:.1f} ± {acc_sd:.1f} | {mean_pair(d)} (partition 0: {d[0][0]} / {d[0][1]}, "
               f"{p_text(d[0][2])}) | {mean_pair(c)} (partition 0: {c[0][0]} / {c[0][1]}, {p_text(c[0][2])}) | "
-              f"{statistics.fmean(shares):+.3f} ± {statistics.stdev(shares) if len(shares) > 1 else 0.0:.3f} |")  # fmt: skip
+              f"{share_mean:+.3f} ± {share_sd:.3f} |")  # fmt: skip
 
     fixed("Direct (parametric pathway)", direct)
     fixed("deterministic", deterministic)

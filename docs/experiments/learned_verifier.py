@@ -34,7 +34,7 @@ from pathlib import Path
 from clearmed.api.questions import shared_source
 from clearmed.benchmarks import load_benchmark
 from clearmed.core.errors import UsageError
-from clearmed.metrics import mcnemar_exact_p
+from clearmed.metrics import mcnemar_exact_p, mean_sd
 from clearmed.optimize.verifier_fit import (
     DEFAULT_C,
     PARTITIONS,
@@ -125,8 +125,8 @@ def _share_of(cell: Cell, right: dict[str, bool]) -> float:
 
 def _pm(values: Sequence[float], fmt: str = "+.3f") -> str:
     """mean ± SD (sample), e.g. "+0.134 ± 0.046"."""
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{format(statistics.fmean(values), fmt)} ± {format(sd, fmt.lstrip('+'))}"
+    mean, sd = mean_sd(values)
+    return f"{format(mean, fmt)} ± {format(sd, fmt.lstrip('+'))}"
 
 
 class Tally:

@@ -191,7 +191,7 @@ def _announce_cached(
         scorer.announce_cached(messages, prefix, list(scores.probs), logprobs)
         return
     for letter, text in (question.options or {}).items():
-        asked = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + _option_question(letter, text)}]
+        asked = _option_messages(messages, letter, text)
         p = scores.probs.get(letter, 0.0)
         logprobs = {"yes": math.log(max(p, _TINY)), "no": math.log(max(1.0 - p, _TINY))}
         scorer.announce_cached(asked, prefix, list(_YES_NO), logprobs)
@@ -209,7 +209,7 @@ def _score(
     probs = {}
     tokens = 0
     for letter, text in (question.options or {}).items():
-        asked = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + _option_question(letter, text)}]
+        asked = _option_messages(messages, letter, text)
         result = scorer.score_next_token(asked, prefix, list(_YES_NO))
         probs[letter] = round(result.distribution()["yes"], 6)
         tokens += result.prompt_tokens
@@ -221,8 +221,11 @@ def _score(
     )
 
 
-def _option_question(letter: str, text: str) -> str:
-    return f"\n\nIs option {letter} ({text}) one of the correct answers? Reply with yes or no only."
+def _option_messages(messages: list[dict[str, str]], letter: str, text: str) -> list[dict[str, str]]:
+    """The messages of one option's yes/no pass: the step's prompt with the option's question after its last turn (a
+    pass `_score` makes and a cache hit's announcement to callbacks name the same messages)."""
+    question = f"\n\nIs option {letter} ({text}) one of the correct answers? Reply with yes or no only."
+    return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + question}]
 
 
 def _trace(predictor: dspy.Predict, inputs: dict[str, object], scores: OptionScores) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clearmed.metrics import bootstrap_interval, wilson_interval
+from clearmed.metrics import bootstrap_interval, mean_sd, wilson_interval
 
 
 @pytest.mark.parametrize(
@@ -80,3 +80,11 @@ def test_bootstrap_bad_input() -> None:
         bootstrap_interval([])
     with pytest.raises(ValueError, match="n_resamples"):
         bootstrap_interval([1.0], n_resamples=0)
+
+
+def test_mean_sd_is_the_mean_and_the_sample_standard_deviation() -> None:
+    # The sample SD (n - 1), as numpy's ddof=1 gives it; a population SD (n) would be 1.118 here.
+    mean, sd = mean_sd([1.0, 2.0, 3.0, 4.0])
+    assert mean == pytest.approx(2.5)
+    assert sd == pytest.approx(np.std([1.0, 2.0, 3.0, 4.0], ddof=1)) == pytest.approx(1.2909944)
+    assert mean_sd([0.7]) == (0.7, 0.0)
