@@ -17,6 +17,8 @@ from contextvars import ContextVar
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from clearmed.core.endpoints import endpoint_of
+
 __all__ = ["CACHE_ENDPOINT_FIELD", "CallScope", "cache_endpoint", "endpoint_scope", "install_endpoint_cache_keys"]
 
 
@@ -52,23 +54,17 @@ _KEYS_LOCK = threading.Lock()
 
 
 def cache_endpoint(lm: object) -> str | None:
-    """The endpoint an LM's replies are cached under: its ``api_base`` without credentials, query or trailing slash
-    (the path kept: a gateway routes ``/a/v1`` and ``/b/v1`` to different servers); None for an LM with no address
-    of its own (the embedded engine, a hosted provider's default address), whose keys are as DSPy makes them."""
+    """The endpoint an LM's replies are cached under: its ``api_base`` as `core.endpoints.endpoint_of` names it
+    (``scheme://host:port``, no credentials), with its path (a gateway routes ``/a/v1`` and ``/b/v1`` to different
+    servers) and no query or trailing slash; None for an LM with no address of its own (the embedded engine, a hosted
+    provider's default address), whose keys are as DSPy makes them."""
     kwargs = getattr(lm, "kwargs", None)
     base = (kwargs.get("api_base") or kwargs.get("base_url")) if isinstance(kwargs, dict) else None
     if not base:
         return None
     text = str(base)
-    parts = urlsplit(text if "://" in text else f"http://{text}")
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:  # a port that is not a number (refused when the config loads): kept as written
-        port = f":{parts.netloc.rsplit(':', 1)[-1]}"
-    return f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
+    path = urlsplit(text if "://" in text else f"http://{text}").path.rstrip("/")
+    return f"{endpoint_of(text)}{path}"
 
 
 def install_endpoint_cache_keys() -> None:
