@@ -30,7 +30,7 @@ from clearmed.metrics import (
     healthbench_summary,
     judge_stats,
 )
-from clearmed.signatures.records import Decision, VerifierOutput
+from clearmed.signatures.records import EMPTY_SEARCH, Decision, VerifierOutput
 
 if TYPE_CHECKING:
     from clearmed.evaluation.spend_log import SpendEntry
@@ -205,10 +205,6 @@ def _answer_sources(decisions: Sequence[Decision]) -> dict[str, AnswerSources]:
             else:
                 tally.generated += 1
     return counts
-
-
-# The dynamic pathway's recorded error for a search that returned no page (`programs/pathways/pathways.py`).
-EMPTY_SEARCH = "the search found nothing"
 
 
 def _searched_nothing(decision: Decision) -> bool:

@@ -29,6 +29,7 @@ from clearmed.programs.pathways.web_query import WebQueryWriter, build_query
 from clearmed.retrieval.base import Retriever, WebSearch
 from clearmed.signatures.clear import AnswerFromEvidence, AnswerFromKnowledge
 from clearmed.signatures.records import (
+    EMPTY_SEARCH,
     Answer,
     BindingFallback,
     Candidate,
@@ -271,9 +272,7 @@ class DynamicPathway(dspy.Module):
             "search_plan": plan,
         }
         if error is not None or not passages:
-            failure = error or StepError(
-                stage="dynamic_search", kind="search_error", message="the search found nothing"
-            )
+            failure = error or StepError(stage="dynamic_search", kind="search_error", message=EMPTY_SEARCH)
             candidate = Candidate(pathway="dynamic", error=failure, **extra)  # type: ignore[arg-type]
             return PathwayResult(candidate=candidate, passages=passages, query_error=query_error)
         # a_dynamic = M(q, E) and S = AssessQuality(q, E) are independent (eq. 4). Answering first puts the two

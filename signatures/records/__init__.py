@@ -85,9 +85,10 @@ from clearmed.signatures.records.routes import (
     route_spec,
 )
 from clearmed.signatures.records.search_plan import SearchPlan, SearchRound
-from clearmed.signatures.records.usage import CallUsage, ErrorKind, StepError
+from clearmed.signatures.records.usage import EMPTY_SEARCH, CallUsage, ErrorKind, StepError
 
 __all__ = [
+    "EMPTY_SEARCH",
     "NEEDS_MORE_SEARCH",
     "PATHWAYS",
     "QUALITY_RANK",

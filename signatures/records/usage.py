@@ -47,6 +47,11 @@ class StepError(Record):
         return redact_secrets(value) if value is not None else None
 
 
+# The dynamic pathway's recorded error when its web search returned no page (a Tavily 200 with an empty `results`
+# list): not a failure, so not transient; the run summary counts these questions (`empty_searches`) by this message.
+EMPTY_SEARCH = "the search found nothing"
+
+
 # Characters of a stage's thinking kept in its usage row: enough to see how it reasoned, not a transcript.
 THINKING_KEPT = 4000
 
