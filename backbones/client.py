@@ -213,6 +213,17 @@ class ClearmedLM(dspy.LM):
         except Exception:  # a best effort: the call itself raises what is wrong, within its deadline
             return
 
+    def sends_through_litellm(self) -> bool | None:
+        """Whether DSPy sends this LM's plain chat call through its LiteLLM engine rather than its native one (lm15),
+        by DSPy's own offline choice (`_ready_engine`); None when that choice cannot be read. A batch run answers calls
+        at the native engine's transport (`batch_calls`), so it refuses a backbone whose calls would bypass it."""
+        try:
+            execution = importlib.import_module("dspy.clients.execution")
+            call = execution.prepare(self, None, [{"role": "user", "content": "?"}], {})
+            return isinstance(execution._engine(self, call, False)[0], execution.LiteLLMEngine)
+        except Exception:  # a private function of DSPy: unreadable is unknown, never a guess
+            return None
+
     def _policy(self) -> Retrying:
         return retrying(
             LM_SERVICE,

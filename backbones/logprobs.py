@@ -19,6 +19,7 @@ scorer and traces its passes as the LM's calls (`TracedScorer`), so DSPy's callb
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,8 +29,9 @@ import numpy as np
 from dspy.utils.callback import with_callbacks
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clearmed.core.errors import FatalCause, FatalServiceError
-from clearmed.core.http import RETRIED_STATUS, NoReply, Reply, request
+from clearmed.backbones.batch_calls import served_reply
+from clearmed.core.errors import FatalServiceError
+from clearmed.core.http import RETRIED_STATUS, NoReply, Reply, fatal_cause, request
 
 __all__ = [
     "MAX_TOP_LOGPROBS",
@@ -219,7 +221,11 @@ class OpenAICompatibleScorer:
         )
 
     def _post(self, body: dict[str, Any]) -> Any:
-        """The reply's JSON, by the failure policy above (`clearmed.core.http.request`)."""
+        """The reply's JSON, by the failure policy above (`clearmed.core.http.request`); in a batch run, the reply its
+        batch line gave (`batch_calls.served_reply`: a line not answered yet defers the question)."""
+        served = served_reply(self.url, body)
+        if served is not None:
+            return self._payload(Reply(served[0], served[1], json.dumps(served[1]), {}))
         try:
             reply = request(
                 "POST",
@@ -231,12 +237,16 @@ class OpenAICompatibleScorer:
                 want_json=True,
                 bounded=True,
                 service=self.service,
-                final=lambda reply: _fatal_cause(reply) is not None,  # no retry mends a refused key or balance
+                final=lambda reply: fatal_cause(reply) is not None,  # no retry mends a refused key or balance
             )
         except NoReply as failed:
             raise ScoringError(
                 f"scoring request failed: {failed.why}{_after(failed.retries)}", transient=True
             ) from None
+        return self._payload(reply)
+
+    def _payload(self, reply: Reply) -> Any:
+        """A reply's JSON, or the failure it is by the policy above."""
         if reply.status == 200 and reply.payload is not None:
             return reply.payload
         if reply.status == 200:
@@ -245,7 +255,7 @@ class OpenAICompatibleScorer:
         text = reply.error_text()
         if self._api_key:
             text = text.replace(self._api_key, "***")
-        cause = _fatal_cause(reply)
+        cause = fatal_cause(reply)
         if cause is not None:
             raise FatalServiceError(self.service, cause, text, status=reply.status)
         why = f"scoring request answered HTTP {reply.status}: {text}"
@@ -256,19 +266,6 @@ class OpenAICompatibleScorer:
 
 def _after(retries: int) -> str:
     return f" (after {retries} retries)" if retries else ""
-
-
-def _fatal_cause(reply: Reply) -> FatalCause | None:
-    """The LM client's fatal refusals (`backbones.fatal_errors.fatal_lm_error`), read from a scoring reply."""
-    error = reply.payload.get("error") if isinstance(reply.payload, dict) else None
-    code = str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
-    if reply.status in (401, 403) or code == "invalid_api_key":
-        return "auth"
-    if reply.status == 402 or code in ("insufficient_quota", "billing_hard_limit_reached"):
-        return "billing"
-    if reply.status == 404:
-        return "model_not_found"
-    return None
 
 
 def token_scorer(lm: Any) -> TracedScorer | None:

@@ -67,6 +67,10 @@ class RunSettings(BaseModel):
     )
     # Tavily's pay-as-you-go price (tavily.com/pricing); a plan's is lower.
     tavily_usd_per_credit: float = Field(default=0.008, ge=0, description="US dollars per Tavily credit")
+    # OpenAI's and Anthropic's batches take minutes to hours: asking every 30 s costs nothing and wastes little.
+    batch_poll_s: float = Field(
+        default=30.0, gt=0, description="seconds between status checks of a batch run's provider batches (eval --batch)"
+    )
 
 
 # Settings that change how a run goes, never what it answers: where the config was read from, the [run] table, time
@@ -257,9 +261,7 @@ def load_config(name_or_path: str | None = None, overrides: Sequence[str] = ()) 
     """A packaged config or TOML file, with what it `extends` under it and the `--set` overrides over it; or the
     config a run folder was made with (the folder, or its config.json), with the overrides over it."""
     path = resolve_config_path(name_or_path)
-    tables = _read_extended(path, chain=())
-    if overrides:
-        tables = _layered(tables, _absolute_paths(parse_overrides(overrides), Path.cwd()))
+    tables = with_overrides(_read_extended(path, chain=()), overrides)
     base: Path | None = path.parent
     if path.suffix == ".json":  # its paths are absolute, or relative to the working folder as the run read them
         _refuse_masked(tables, path)
@@ -270,6 +272,28 @@ def load_config(name_or_path: str | None = None, overrides: Sequence[str] = ()) 
         if not overrides:
             raise
         raise ConfigError(f"{err} (with --set {' --set '.join(overrides)})") from None
+
+
+def with_overrides(tables: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """`tables` with the `--set` overrides merged over them (`parse_overrides`; relative paths against the working
+    folder): the one place overrides are applied, to a whole config (`load_config`) or to the one table a command
+    reads (`config_tables`)."""
+    if not overrides:
+        return dict(tables)
+    return _layered(tables, _absolute_paths(parse_overrides(overrides), Path.cwd()))
+
+
+def config_tables(name_or_path: str | None, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """A config's tables merged as `load_config` merges them (what it extends under it, the overrides over it), every
+    path absolute, but not validated: for a command that reads one table alone (`clearmed index build`'s [corpus],
+    which needs no [backbones]). None names no file (not the default config): the overrides alone."""
+    tables: dict[str, Any] = {}
+    if name_or_path is not None:
+        path = resolve_config_path(name_or_path)
+        # A run's config.json holds paths as the run read them: absolute, or relative to the working folder.
+        base = Path.cwd() if path.suffix == ".json" else path.parent
+        tables = _absolute_paths(_read_extended(path, chain=()), base)
+    return with_overrides(tables, overrides)
 
 
 def config_name(source: str) -> str:

@@ -220,7 +220,7 @@ def test_a_request_renders_as_the_eval_command_line_it_parses_from(tmp_path: Pat
         program="direct", benchmark="medqa", source="shared", split="test", revision="abc123", config="o3-mini",
         overrides=["run.max_cost=5", "program.local_k=3"], limit=9, seed=2, ids="ids.txt", skip_bad_rows=True,
         threads=3, run_dir="runs/x", program_artifact="art", allow_train_overlap=True, keep_degraded=True,
-        max_cost=1.5, estimate=True, pilot=2, pathway=["parametric=absent", "dynamic=absent"], shard="1/2",
+        max_cost=1.5, batch=True, estimate=True, pilot=2, pathway=["parametric=absent", "dynamic=absent"], shard="1/2",
         stop_after=4, quiet=True,
     )  # fmt: skip
     assert {name for name, field in EvalRequest.model_fields.items() if getattr(every, name) == field.default} == {

@@ -106,14 +106,16 @@ def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary
     its folder still holds degraded or unrecorded questions (said in one line: how many, and that a rerun redoes
     them), ``on_summary`` getting the summary either way; 3 the budget reached (one line; the folder summarized). A
     fatal service error is one line (`UsageError`, exit 2; the folder resumes)."""
+    from clearmed.backbones.batch_api import BatchRejected
     from clearmed.core.errors import FatalServiceError
     from clearmed.core.exit_codes import ExitCode
+    from clearmed.evaluation.batch_run import BatchStalled
     from clearmed.evaluation.runner import BudgetReached
 
     console = user_console(stderr=True, soft_wrap=True)
     try:
         summary = evaluate(request)
-    except FatalServiceError as err:
+    except (FatalServiceError, BatchRejected, BatchStalled) as err:
         raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
     except BudgetReached as err:
         console.print(f"clearmed: {err}", markup=False, highlight=False)
@@ -236,9 +238,12 @@ class _Run:
         from clearmed.core.endpoints import forget_reached
         from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
         from clearmed.evaluation import run_evaluation
+        from clearmed.evaluation.batch_run import batch_clients, run_batched
         from clearmed.evaluation.runner import BudgetReached, RunInterrupted
         from clearmed.numbers.scoring import grader_for
 
+        # A batch run is refused before anything loads when a backbone has no batch API (one line).
+        clients = batch_clients(self.config) if self.request.batch else None
         module = program_with_artifact(self.request.program, self.config, self.artifact, self.recorded)
         self._start_from_smaller_run()
         reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one
@@ -249,6 +254,20 @@ class _Run:
             # Ctrl-C lets the questions in flight finish (and raises `RunInterrupted`), a second one cuts their
             # retries and attempts short (and raises at once).
             with second_interrupt_cuts_retries():
+                if clients is not None:
+                    run_batched(
+                        self.spec,
+                        self.config,
+                        module,
+                        scorer=grader_for(self.config),
+                        num_threads=self.threads,
+                        console=self.console,
+                        keep_degraded=self.request.keep_degraded,
+                        max_cost=self.max_cost,
+                        clients=clients,
+                        poll_s=self.config.run.batch_poll_s,
+                    )
+                    return
                 run_evaluation(
                     self.spec,
                     self.config,

@@ -1,22 +1,25 @@
 """`index build` and `index warm`, the doors of `clearmed index build|warm`: build the local pathway's index (bm25s,
 or Lucene in MedRAG's layout), and search a benchmark's questions once into the local hit cache
-(`retrieval.hit_cache`). `IndexBuildRequest` and `IndexWarmRequest` hold one field per option of their command; long
-steps report through a `StepProgress` the caller gives (the command line's bars or log lines). What a built index
-holds (`index info`, as plain data) is `clearmed.api.index_info`."""
+(`retrieval.hit_cache`). The corpus is configured one way: a config (`config`) and its `--set` overrides
+(`overrides`), read by the config module (`clearmed.config.config_tables`, `load_config`); the commands' corpus flags
+(`--path`, `--out`, `--text-field`, ...) are shorthands their parser writes as overrides (`--set corpus.path=...`),
+so neither request has a field of its own for them. Long steps report through a `StepProgress` the caller gives (the
+command line's bars or log lines). What a built index holds (`index info`, as plain data) is
+`clearmed.api.index_info`."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clearmed.config import ClearmedConfig
+from clearmed.backbones.errors import ConfigError
+from clearmed.config import ClearmedConfig, config_tables
 from clearmed.core.errors import UsageError
 from clearmed.retrieval.base import FATAL_FAILURES, TRANSIENT_FAILURES, EvidenceError
 from clearmed.retrieval.config import CorpusConfig
@@ -28,39 +31,20 @@ if TYPE_CHECKING:
 
 
 class IndexBuildRequest(BaseModel):
-    """One field per `clearmed index build` option of the same name: the `[corpus]` table of `config` (a TOML
-    file), overridden by the others."""
+    """`clearmed index build`: the `[corpus]` table of `config` (a packaged config name, a TOML file or a run folder;
+    None: no file, an empty table) with the `--set` overrides over it (`["corpus.path=my.jsonl",
+    "corpus.index_dir=idx"]`). Backend "lucene" builds every corpus under `corpus.db_dir` without a complete index
+    (all, with `corpus.rebuild`); any other builds bm25s into `corpus.index_dir`."""
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["bm25s", "lucene"] | None = None  # default: the config's, else bm25s
-    db_dir: Path | None = None  # lucene: the MedRAG folder holding <corpus>/chunk
-    corpus: list[str] | None = None  # lucene: corpus folders under db_dir
-    threads: int | None = None  # lucene: indexing threads (default: every core)
-    rebuild: bool = False  # lucene: rebuild complete indexes too
-    shards: int | None = None  # lucene: index shards
-    preset: str | None = None  # a shared corpus: openstax or medquad
-    path: Path | None = None  # a .jsonl or .parquet corpus file
-    hub: str | None = None  # a Hugging Face corpus id
-    config: Path | None = None  # a TOML file whose [corpus] table configures the corpus
-    out: Path | None = None  # bm25s: the index directory (default: corpus.index_dir of config)
-    name: str | None = None  # the corpus name recorded in passage provenance
-    id_field: str | None = None
-    title_field: list[str] | None = None  # several are joined
-    text_field: list[str] | None = None  # several are joined
-    url_field: str | None = None
-    date_field: str | None = None
-    chunk_words: int | None = None  # split documents into windows of this many words
-    chunk_overlap: int | None = None  # words shared by neighbouring windows
-    stem: Literal["none", "simple"] | None = None
-    keep_stopwords: bool = False
-    limit: int | None = None  # read at most this many source rows
-    skip_bad_rows: bool = False
-    data_root: Path | None = None  # the shared data folder for presets
+    config: str | Path | None = None
+    overrides: list[str] = []
 
 
 class IndexWarmRequest(BaseModel):
-    """One field per `clearmed index warm` option of the same name (`-c` is `config`, `--set` is `overrides`)."""
+    """One field per `clearmed index warm` option of the same name (`-c` is `config`, `--set` is `overrides`; `--out
+    FILE` is the override `corpus.hit_cache=FILE`, the file filled)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -74,7 +58,6 @@ class IndexWarmRequest(BaseModel):
     program: str = "clear"  # whose local pathway to search for: its retriever and local_k
     config: ClearmedConfig | str | Path | None = None  # the config whose [corpus] and local_k the runs will use
     overrides: list[str] = []
-    out: Path | None = None  # the cache file to fill (default: corpus.hit_cache of the config)
 
 
 class StepProgress(Protocol):
@@ -196,103 +179,36 @@ def warm_hit_cache(
 
 
 def corpus_config_of(request: IndexBuildRequest) -> CorpusConfig:
-    """The `[corpus]` table of `config` (if any), overridden by the request's other fields. Raises ValueError with a
-    clear message."""
-    data = _corpus_table(request.config) if request.config is not None else {}
-    for flag in ("preset", "path", "hub"):
-        if getattr(request, flag) is not None:
-            for other in ("preset", "path", "hub"):
-                data.pop(other, None)
-            data[flag] = getattr(request, flag)
-    if request.name:
-        data["name"] = request.name
-    if request.out is not None:
-        data["index_dir"] = request.out
-    if fields := _fields(dict(data.get("fields") or {}), request):
-        data["fields"] = fields
-    if request.chunk_words is not None:
-        chunking = {"words": request.chunk_words}
-        if request.chunk_overlap is not None:
-            chunking["overlap"] = request.chunk_overlap
-        data["chunking"] = chunking
-    tokenizer = dict(data.get("tokenizer") or {})
-    if request.stem:
-        tokenizer["stem"] = request.stem
-    if request.keep_stopwords:
-        tokenizer["stopwords"] = False
-    data["tokenizer"] = tokenizer
-    if request.limit is not None:
-        data["limit"] = request.limit
-    if request.skip_bad_rows:
-        data["on_error"] = "skip"
-    if request.data_root is not None:
-        data["data_root"] = request.data_root
-    # Only bm25s and lucene have an index to build; a config naming another backend builds bm25s.
-    data["backend"] = request.backend or ("lucene" if data.get("backend") == "lucene" else "bm25s")
+    """The corpus the build reads: the `[corpus]` table of `config` with the overrides over it, merged by the config
+    module (`config_tables`), validated. Raises ValueError with a clear one-line message."""
+    try:
+        tables = config_tables(str(request.config) if request.config is not None else None, request.overrides)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    table = tables.get("corpus")
+    if table is None and request.config is not None:
+        raise ValueError(f"{request.config}: no [corpus] table")
+    if table is not None and not isinstance(table, Mapping):
+        raise ValueError(f"{request.config}: corpus must be a table, not {type(table).__name__}")
+    data = dict(table or {})
+    # Only bm25s and lucene have an index to build; a config naming another backend builds bm25s (a name that is no
+    # backend is left for the corpus settings to refuse, naming corpus.backend).
+    if data.get("backend") in (None, "rank_bm25", "memory"):
+        data["backend"] = "bm25s"
     if data["backend"] == "lucene":
-        return _lucene_config(data, request)
-    for flag in ("db_dir", "corpus", "threads", "shards"):
-        if getattr(request, flag):
-            raise ValueError(f"--{flag.replace('_', '-')} is read by --backend lucene, not bm25s")
-    for key in ("db_dir", "corpora", "merge", "threads", "shards", "search_threads"):
-        data.pop(key, None)
-    cfg = _validated(data)
+        return _validated(data, request.overrides)
+    for key in ("threads", "shards"):  # db_dir and corpora the corpus settings refuse for bm25s themselves
+        if data.get(key) is not None:
+            raise ValueError(f"corpus.{key} is read by backend 'lucene', not bm25s")
+    cfg = _validated(data, request.overrides)
     if cfg.index_dir is None:
-        raise ValueError("say where to write the index: --out DIR (or corpus.index_dir in --config)")
+        raise ValueError("say where to write the index: --out DIR (or corpus.index_dir in the config)")
     if cfg.preset is None and cfg.path is None and cfg.hub is None:
-        raise ValueError("say what to index: --preset, --path or --hub (or a source in --config)")
+        raise ValueError("say what to index: --preset, --path or --hub (or a source in the config)")
     return cfg
 
 
-def _corpus_table(config: Path) -> dict[str, Any]:
-    """The `[corpus]` table of a TOML file, its paths resolved. Raises ValueError with a clear message."""
-    try:
-        table = tomllib.loads(config.read_text(encoding="utf-8")).get("corpus")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{config}: cannot read ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{config}: invalid TOML ({exc})") from None
-    if not isinstance(table, dict):
-        raise ValueError(f"{config}: no [corpus] table")
-    data: dict[str, Any] = dict(table)
-    # As in the project config loader: "~" expands, relative paths are relative to the config file.
-    for key in ("path", "index_dir", "data_root", "db_dir"):
-        if isinstance(data.get(key), str) and data[key]:
-            value = Path(data[key]).expanduser()
-            data[key] = value if value.is_absolute() else (config.parent / value).resolve()
-    return data
-
-
-def _fields(fields: dict[str, Any], request: IndexBuildRequest) -> dict[str, Any]:
-    """The source fields of the config, overridden by the --*-field flags (a repeated one joins several)."""
-    for flag, key in (("id_field", "id"), ("url_field", "url"), ("date_field", "date")):
-        if getattr(request, flag):
-            fields[key] = getattr(request, flag)
-    for flag, key in (("title_field", "title"), ("text_field", "text")):
-        values = getattr(request, flag)
-        if values:
-            fields[key] = values[0] if len(values) == 1 else values
-    return fields
-
-
-def _lucene_config(data: dict[str, Any], request: IndexBuildRequest) -> CorpusConfig:
-    if request.out is not None:
-        raise ValueError("--out is for bm25s; Lucene indexes go to <db_dir>/<corpus>/index/bm25 (--db-dir)")
-    data.pop("index_dir", None)
-    if request.db_dir is not None:
-        data["db_dir"] = request.db_dir
-    if request.corpus:
-        data["corpora"] = request.corpus
-    if request.threads is not None:
-        data["threads"] = request.threads
-    if request.shards is not None:
-        data["shards"] = request.shards
-    if request.rebuild:
-        data["rebuild"] = True
-    return _validated(data)
-
-
-def _validated(data: dict[str, Any]) -> CorpusConfig:
+def _validated(data: dict[str, Any], overrides: Sequence[str] = ()) -> CorpusConfig:
     try:
         return CorpusConfig.model_validate(data)
     except ValidationError as exc:
@@ -300,7 +216,8 @@ def _validated(data: dict[str, Any]) -> CorpusConfig:
             f"{'.'.join(['corpus', *map(str, e['loc'])])}: {e['msg'].removeprefix('Value error, ')}"
             for e in exc.errors()
         )
-        raise ValueError(f"invalid corpus settings: {problems}") from None
+        given = f" (with --set {' --set '.join(overrides)})" if overrides else ""
+        raise ValueError(f"invalid corpus settings: {problems}{given}") from None
 
 
 def warm_target(request: IndexWarmRequest) -> tuple[CorpusConfig, int]:
@@ -316,11 +233,10 @@ def warm_target(request: IndexWarmRequest) -> tuple[CorpusConfig, int]:
     corpus = local_corpus(request.program, config)
     if corpus is None:
         raise UsageError(f"{request.program} searches no local corpus (no [corpus] table, or no local pathway)")
-    path = request.out or corpus.hit_cache
-    if path is None:
+    if corpus.hit_cache is None:
         raise UsageError("say which file to fill: --out FILE (or corpus.hit_cache in the config)")
     try:
-        recording = _validated({**corpus.model_dump(), "hit_cache": path, "hit_cache_mode": "record"})
+        recording = _validated({**corpus.model_dump(), "hit_cache_mode": "record"})
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     settings = clear_variant_settings(request.program, config.program) or config.program

@@ -95,6 +95,12 @@ def _add_run_arguments(evaluate: argparse.ArgumentParser) -> None:
         "the questions in flight still finish, so a run may overshoot by what --threads questions cost)",
     )
     evaluate.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the LM calls through the provider's batch API (OpenAI, Anthropic: half the price, answers within "
+        "24 h), in passes until every question is answered; a rerun reattaches to the batches in flight",
+    )
+    evaluate.add_argument(
         "--estimate",
         action="store_true",
         help="print the expected calls, tokens, dollars and wall time from stored runs of this program and config",

@@ -3,7 +3,7 @@ one, and search a benchmark's questions once into the local hit cache (`retrieva
 
     clearmed index build --preset openstax --out indexes/openstax
     clearmed index build --path my_corpus.parquet --id-field doc_id --text-field body --out indexes/mine
-    clearmed index build --config configs/embedded.toml         # the [corpus] table; flags override it
+    clearmed index build --config configs/embedded.toml         # the [corpus] table; flags and --set override it
     clearmed index build --backend lucene --db-dir /data/medcorp --corpus textbooks --corpus statpearls
     clearmed index build --backend lucene --db-dir /data/medcorp --preset openstax   # written as MedRAG chunks
     clearmed index build --backend lucene --db-dir /data/medcorp --corpus pubmed --shards 8
@@ -12,7 +12,10 @@ one, and search a benchmark's questions once into the local hit cache (`retrieva
     clearmed index warm --benchmark medqa --source shared -c medcorp.toml --out hits.sqlite   # the local hit cache
 
 A thin layer over `clearmed.api.index`: the flags parse into an `IndexBuildRequest` or `IndexWarmRequest`, the api
-builds or warms, this prints.
+builds or warms, this prints. The corpus is configured one way, by `-c` and `--set`: each corpus flag (`--path`,
+`--out`, `--text-field`, ...) is a shorthand the parser writes as `--set corpus.KEY=VALUE` (`CorpusFlag`), so
+`--path x.jsonl` and `--set corpus.path=x.jsonl` are the same request. A flag and a `--set` of the same setting
+together are refused in one line, whichever comes first: neither silently wins.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -44,46 +48,130 @@ from clearmed.api.index import IndexBuildRequest, IndexWarmRequest, build_corpus
 from clearmed.api.index_info import index_info, lucene_index_info
 from clearmed.cli.main import add_config_arguments, parsed_request
 from clearmed.core.console import user_console
+from clearmed.core.errors import UsageError
 from clearmed.core.exit_codes import ExitCode
 from clearmed.evaluation.progress import CountLines, wants_lines
 from clearmed.report.index_lines import human_bytes, lucene_summary
 from clearmed.retrieval.base import EvidenceError
 from clearmed.retrieval.corpus import CorpusError
 
+# While the parser parses: each corpus flag's setting -> (the flag, its values, the override it wrote).
+_GIVEN = "corpus_flags"
+# How a flag's value is written: as a TOML string, as given (a number), or repeatable, as a list of strings ("list"),
+# or as one string or a list of several ("texts"). Any other kind is a TOML constant the flag sets, taking no value.
+_VALUED = ("text", "number", "list", "texts")
+
+# The corpus flags of `index build`: (flag, its setting under [corpus], kind, metavar, help). --preset, --path and --hub
+# (SOURCES) exclude one another.
+SOURCES = ("--preset", "--path", "--hub")
+BUILD_FLAGS: list[tuple[str, str, str, str | None, str]] = [
+    ("--backend", "backend", "text", "{bm25s,lucene}", "the index to build (default: the config's, else bm25s)"),
+    ("--db-dir", "db_dir", "text", "DIR", "lucene: the MedRAG folder holding <corpus>/chunk"),
+    ("--corpus", "corpora", "list", "NAME", "lucene: a corpus folder under the db dir (repeat; medcorp)"),
+    ("--threads", "threads", "number", "N", "lucene: indexing threads (default: every core)"),
+    ("--rebuild", "rebuild", "true", None, "lucene: rebuild complete indexes too"),
+    ("--shards", "shards", "number", "N", "lucene: index shards (default: about 2x the cores, each of 250k+ snippets)"),
+    ("--preset", "preset", "text", "NAME", "a shared corpus: openstax or medquad"),
+    ("--path", "path", "text", "FILE", "a .jsonl or .parquet corpus file"),
+    ("--hub", "hub", "text", "ID", "a Hugging Face corpus id, e.g. MedRAG/textbooks (needs network)"),
+    ("--out", "index_dir", "text", "DIR", "bm25s: the index directory"),
+    ("--name", "name", "text", "NAME", "corpus name recorded in passage provenance"),
+    ("--id-field", "fields.id", "text", "FIELD", "source field holding the document id (default: id)"),
+    ("--title-field", "fields.title", "texts", "FIELD", "title field; repeat to join several"),
+    ("--text-field", "fields.text", "texts", "FIELD", "text field; repeat to join several"),
+    ("--url-field", "fields.url", "text", "FIELD", "source field holding the page URL"),
+    ("--date-field", "fields.date", "text", "FIELD", "source field holding the publication date"),
+    ("--chunk-words", "chunking.words", "number", "N", "split documents into windows of this many words"),
+    ("--chunk-overlap", "chunking.overlap", "number", "N", "words shared by neighbouring windows"),
+    ("--stem", "tokenizer.stem", "text", "{none,simple}", "tokenizer stemming (default: none)"),
+    ("--keep-stopwords", "tokenizer.stopwords", "false", None, "index stopwords too"),
+    ("--limit", "limit", "number", "N", "read at most this many source rows"),
+    ("--skip-bad-rows", "on_error", '"skip"', None, "skip and count malformed rows"),
+    ("--data-root", "data_root", "text", "DIR", "shared data folder for presets"),
+]
+
+
+def _toml_string(text: str) -> str:
+    """`text` as a TOML basic string (JSON's escapes are TOML's; DEL, which JSON leaves be, TOML wants escaped)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+class CorpusFlag(argparse.Action):
+    """A corpus flag: a shorthand the parser writes into `overrides` as `--set corpus.KEY=VALUE`, so that a config
+    and its overrides are the one way the corpus is configured. Given again, a flag replaces its value (a repeatable
+    one adds to it); with a `--set` of the same setting it is refused (`refuse_doubles`)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, key: str, kind: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, "overrides", nargs=None if kind in _VALUED else 0, default=[], **kwargs)
+        self.key, self.kind = f"corpus.{key}", kind
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        given: dict[str, tuple[str, list[str], str]] = dict(getattr(namespace, _GIVEN, {}))
+        overrides = list(getattr(namespace, "overrides", None) or [])  # a copy: the default list is shared
+        _, earlier, written = given.get(self.key, ("", [], ""))
+        if written:
+            overrides.reverse()  # its own override, the last one equal to it
+            overrides.remove(written)
+            overrides.reverse()
+        if self.kind in _VALUED:
+            values = [*earlier, values] if self.kind in ("list", "texts") else [values]
+        override = f"{self.key}={self.value(values)}"
+        given[self.key] = (option_string or self.option_strings[-1], values, override)
+        setattr(namespace, _GIVEN, given)
+        namespace.overrides = [*overrides, override]
+
+    def value(self, values: list[str]) -> str:
+        """The override's value, as TOML."""
+        if self.kind == "number":  # as given: TOML reads a number; anything else the config refuses, naming the key
+            return values[-1]
+        if self.kind == "text" or (self.kind == "texts" and len(values) == 1):
+            return _toml_string(values[-1])
+        if self.kind in ("list", "texts"):
+            return "[" + ", ".join(map(_toml_string, values)) + "]"
+        return self.kind
+
+
+def add_corpus_flag(parser: Any, flag: str, key: str, kind: str, metavar: str | None, help: str) -> None:
+    """Add a corpus flag (`CorpusFlag`), its help naming the setting it stands for."""
+    value = f"[{metavar}, ...]" if kind == "list" else metavar if kind in _VALUED else kind
+    said = f"{help} (= --set corpus.{key}={value})"
+    if kind in _VALUED:
+        parser.add_argument(flag, action=CorpusFlag, key=key, kind=kind, metavar=metavar, help=said)
+    else:
+        parser.add_argument(flag, action=CorpusFlag, key=key, kind=kind, help=said)
+
+
+def refuse_doubles(args: argparse.Namespace) -> None:
+    """A corpus flag and a `--set` of the same setting (or of a table holding it, `--set corpus.fields={...}` for
+    `--text-field`): refused in one line, whichever comes first, so neither silently wins."""
+    for key, (flag, _, written) in getattr(args, _GIVEN, {}).items():
+        others = list(args.overrides)
+        others.remove(written)  # the flag's own (a --set can be written alike: `--limit 2 --set corpus.limit=2`)
+        for item in others:
+            other = item.partition("=")[0].strip()
+            if other == key or key.startswith(f"{other}.") or other.startswith(f"{key}."):
+                raise UsageError(f"{flag} and --set {other} set the same setting ({flag} is --set {key}=...): give one")
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `index` with its `build`, `info` and `warm` subcommands to the CLI."""
     index = subparsers.add_parser("index", help="build or inspect a local BM25 index (bm25s or Lucene)")
     commands = index.add_subparsers(dest="index_command", metavar="{build,info,warm}", required=True)
-
-    build = commands.add_parser("build", help="index a corpus (bm25s into --out; lucene under --db-dir)")
-    build.add_argument("--backend", choices=["bm25s", "lucene"], help="default: the config's, else bm25s")
-    build.add_argument("--db-dir", type=Path, help="lucene: the MedRAG folder holding <corpus>/chunk")
-    build.add_argument("--corpus", action="append", help="lucene: a corpus folder under --db-dir (repeat; medcorp)")
-    build.add_argument("--threads", type=int, help="lucene: indexing threads (default: every core)")
-    build.add_argument("--rebuild", action="store_true", help="lucene: rebuild complete indexes too")
-    build.add_argument(
-        "--shards", type=int, help="lucene: index shards (default: about 2x the cores, each of 250k+ snippets)"
+    build = commands.add_parser(
+        "build",
+        help="index a corpus (bm25s into corpus.index_dir; lucene under corpus.db_dir)",
+        description="Build the index of the [corpus] table of -c, with --set overrides over it. Each flag below but "
+        "-c and --set is a shorthand for one --set corpus.KEY=VALUE (its help names it); a flag and a --set of the "
+        "same setting together are refused.",
     )
-    source = build.add_mutually_exclusive_group()
-    source.add_argument("--preset", help="a shared corpus: openstax or medquad")
-    source.add_argument("--path", type=Path, help="a .jsonl or .parquet corpus file")
-    source.add_argument("--hub", help="a Hugging Face corpus id, e.g. MedRAG/textbooks (needs network)")
-    build.add_argument("-c", "--config", type=Path, help="a TOML file whose [corpus] table configures the corpus")
-    build.add_argument("--out", type=Path, help="index directory (default: corpus.index_dir of --config)")
-    build.add_argument("--name", help="corpus name recorded in passage provenance")
-    build.add_argument("--id-field", help="source field holding the document id (default: id)")
-    build.add_argument("--title-field", action="append", help="title field; repeat to join several")
-    build.add_argument("--text-field", action="append", help="text field; repeat to join several")
-    build.add_argument("--url-field", help="source field holding the page URL")
-    build.add_argument("--date-field", help="source field holding the publication date")
-    build.add_argument("--chunk-words", type=int, help="split documents into windows of this many words")
-    build.add_argument("--chunk-overlap", type=int, default=None, help="words shared by neighbouring windows")
-    build.add_argument("--stem", choices=["none", "simple"], help="tokenizer stemming (default: none)")
-    build.add_argument("--keep-stopwords", action="store_true", help="index stopwords too")
-    build.add_argument("--limit", type=int, help="read at most this many source rows")
-    build.add_argument("--skip-bad-rows", action="store_true", help="skip and count malformed rows")
-    build.add_argument("--data-root", type=Path, help="shared data folder for presets")
+    add_config_arguments(
+        build, help="packaged config name, TOML path or run folder whose [corpus] table is read (default: none)"
+    )
+    sources = build.add_mutually_exclusive_group()
+    for flag, key, kind, metavar, help in BUILD_FLAGS:
+        add_corpus_flag(sources if flag in SOURCES else build, flag, key, kind, metavar, help)
     build.set_defaults(func=_run_build)
 
     info = commands.add_parser("info", help="describe an index directory")
@@ -110,7 +198,7 @@ def _register_warm(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="whose local pathway to search for: its retriever and local_k (default: clear)",
     )
     add_config_arguments(warm, help="the config whose [corpus] and [program] local_k the runs will use")
-    warm.add_argument("--out", type=Path, help="the cache file to fill (default: corpus.hit_cache of the config)")
+    add_corpus_flag(warm, "--out", "hit_cache", "text", "FILE", "the cache file to fill (default: the config's)")
     warm.set_defaults(func=_run_warm)
 
 
@@ -149,10 +237,11 @@ def step_progress(err: Console, label: str, total: int | None, unit: str) -> Ite
 def _run_build(args: argparse.Namespace) -> int:
     err = user_console(stderr=True)
     try:
+        refuse_doubles(args)
         built = build_corpus_index(
             parsed_request(IndexBuildRequest, args), progress=functools.partial(step_progress, err)
         )
-    except ValueError as exc:  # bad settings
+    except (ValueError, UsageError) as exc:  # bad settings
         _error(err, exc)
         return ExitCode.USAGE
     except (CorpusError, EvidenceError, OSError) as exc:
@@ -187,6 +276,7 @@ def _run_build(args: argparse.Namespace) -> int:
 def _run_warm(args: argparse.Namespace) -> int:
     """Search the local pathway's query of every question (skipping those already cached) into the hit cache."""
     err = user_console(stderr=True)
+    refuse_doubles(args)
     warmed = warm_hit_cache(parsed_request(IndexWarmRequest, args), progress=functools.partial(step_progress, err))
     searched = f"{warmed.searched:,} searched, {warmed.cached:,} already cached"
     print(

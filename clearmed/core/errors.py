@@ -7,7 +7,7 @@ from typing import Final, Literal
 
 from clearmed.core.sanitize import redact_secrets
 
-__all__ = ["FATAL_CAUSES", "FatalCause", "FatalServiceError", "UsageError"]
+__all__ = ["FATAL_CAUSES", "CallDeferred", "FatalCause", "FatalServiceError", "UsageError"]
 
 
 class UsageError(Exception):
@@ -46,3 +46,15 @@ class FatalServiceError(Exception):
         self.detail = redact_secrets(re.sub(r"\s+", " ", detail).strip())
         what = FATAL_CAUSES[cause] + (f" (HTTP {status})" if status is not None else "")
         super().__init__(f"{service}: {what}" + (f": {self.detail}" if self.detail else ""))
+
+
+class CallDeferred(BaseException):
+    """An LM call of a batch run (`eval --batch`) missed the cache and was queued for the provider's batch API instead of
+    being sent: the question it was made for stops here, unrecorded, and runs again in the run's next pass, once the
+    batch has answered (`clearmed.backbones.batch_calls`).
+
+    A BaseException, as KeyboardInterrupt is: every stage and pathway records what an ``except Exception`` catches as
+    a failed step, and a deferred call is not a failure. Only the run harness catches it."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"call to {url} queued for a provider batch")

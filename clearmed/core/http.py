@@ -14,6 +14,9 @@ from `guarded_session` too (`clearmed.retrieval.tavily`).
   request that never got one raises `NoReply`. With a ``service`` named, a refused connection or an unknown host before
   the endpoint ever answered is the run-stopping `FatalServiceError` (`clearmed.core.endpoints`); any reply marks the
   endpoint reached.
+- `fatal_cause`: the refusals of an LM provider's reply that no retry mends (a refused key, an exhausted balance, a
+  missing model), the same the LM client stops a run on (`clearmed.backbones.fatal_errors`), read from the status and
+  an OpenAI-shaped error body; its callers pass it as ``final`` and raise `FatalServiceError`.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from clearmed.core.deadlines import DeadlineExceeded, bounded_call, guard_socket
 from clearmed.core.endpoints import connect_failure, mark_reached, unreachable_error
+from clearmed.core.errors import FatalCause
 from clearmed.core.retries import pause, retry_hint_s, retrying
 
-__all__ = ["RETRIED_STATUS", "NoReply", "Reply", "guarded_session", "request"]
+__all__ = ["RETRIED_STATUS", "NoReply", "Reply", "fatal_cause", "guarded_session", "request"]
 
 # Answers a later attempt may not meet (the LM client's transient set, by HTTP status).
 RETRIED_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504})
@@ -131,17 +135,26 @@ def request(
     service: str | None = None,
     retry_no_reply: bool = True,
     final: Callable[[Reply], bool] | None = None,
+    headers: Mapping[str, str] | None = None,
+    files: Mapping[str, tuple[str, bytes, str]] | None = None,
+    data: Mapping[str, str] | bytes | None = None,
 ) -> Reply:
     """One request by the policy in the module docstring (``retry_no_reply=False``: a request that got no reply is not
     retried, for a probe that is asked again later anyway; ``final``: a reply returned at once whatever its status, such
     as an exhausted quota sent as a 429). ``bounded``: ``timeout`` bounds each attempt in total
     (`clearmed.core.deadlines.bounded_call`), not only the wait for the next byte. ``service`` names the endpoint's owner
-    in the fatal error a never-reached endpoint's refusal raises; without it that refusal is a `NoReply` like any."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    in the fatal error a never-reached endpoint's refusal raises; without it that refusal is a `NoReply` like any.
+    ``headers``: more headers (a provider that takes its key in its own header). Instead of ``body``: ``data`` alone, a
+    body sent as it is (bytes whose size the caller counted; its Content-Type in ``headers``); ``files`` and ``data``, a
+    multipart form (name -> (file name, content, content type), and its plain fields)."""
+    sent = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    sent.update(headers or {})
 
     def once() -> Reply:
         def send() -> requests.Response:
-            return _session().request(method, url, json=body, headers=headers, timeout=timeout)
+            if files is not None or data is not None:  # as given; a multipart form's boundary is requests'
+                return _session().request(method, url, files=files, data=data, headers=sent, timeout=timeout)
+            return _session().request(method, url, json=body, headers=sent, timeout=timeout)
 
         try:
             response = bounded_call(send, timeout) if bounded else send()
@@ -177,3 +190,17 @@ def request(
         return replace(again.reply, retries=int(policy.statistics.get("attempt_number", 1)) - 1)
     except NoReply as failed:
         raise NoReply(failed.why, int(policy.statistics.get("attempt_number", 1)) - 1) from failed.__cause__
+
+
+def fatal_cause(reply: Reply) -> FatalCause | None:
+    """A provider's refusal that no retry mends, read from the reply's status and OpenAI-shaped error body: a refused
+    key, an exhausted balance (also sent as a 429), a missing model (a 404); None for any other reply."""
+    error = reply.payload.get("error") if isinstance(reply.payload, dict) else None
+    code = str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
+    if reply.status in (401, 403) or code == "invalid_api_key":
+        return "auth"
+    if reply.status == 402 or code in ("insufficient_quota", "billing_hard_limit_reached"):
+        return "billing"
+    if reply.status == 404:
+        return "model_not_found"
+    return None

@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from clearmed.config import ClearmedConfig
 from clearmed.core.console import user_console
-from clearmed.core.errors import FatalServiceError, UsageError
+from clearmed.core.errors import CallDeferred, FatalServiceError, UsageError
 from clearmed.core.sanitize import mend_surrogates_in
 from clearmed.evaluation.degraded import degraded_stages
 from clearmed.evaluation.folder import EvalSpec, open_run
@@ -212,13 +212,16 @@ def run_evaluation(
     stop_after: int | None = None,
     keep_degraded: bool = False,
     max_cost: float | None = None,
+    batched_roles: frozenset[str] = frozenset(),
 ) -> list[EvalRecord]:
     """Evaluate the questions of `spec` not yet in its run folder; return every record of the run.
 
     Degraded records are set aside and their questions redone, unless `keep_degraded`. `max_cost` (US dollars) starts no
     question once the run has spent that much (`BudgetReached`); a `FatalServiceError` starts no further question and is
     raised once the questions in flight have finished. `stop_after` ends the run after that many new questions (for
-    tests of resume; the run stays resumable).
+    tests of resume; the run stays resumable). `batched_roles`: one pass of a batch run (`batch_run`), whose calls of
+    those roles are answered from provider batches or deferred (a deferred question is left unrecorded, for the next
+    pass) and priced at the batch price.
     """
     run = EvalRun(
         spec,
@@ -231,6 +234,7 @@ def run_evaluation(
         stop_after=stop_after,
         keep_degraded=keep_degraded,
         max_cost=max_cost,
+        batched_roles=batched_roles,
     )
     watch_lm_cache()  # a cache that cannot write says so
     run.refuse_unpriced_budget()
@@ -258,6 +262,7 @@ class EvalRun:
     stop_after: int | None
     keep_degraded: bool
     max_cost: float | None
+    batched_roles: frozenset[str] = frozenset()
     prices: Prices = field(init=False)
     stop: _Stop = field(default_factory=_Stop)
     started: int = 0  # questions started by `drive`
@@ -271,7 +276,7 @@ class EvalRun:
     running: _Running = field(init=False)
 
     def __post_init__(self) -> None:
-        self.prices = Prices.of(self.config)
+        self.prices = Prices.of(self.config, batched_roles=self.batched_roles)
 
     def refuse_unpriced_budget(self) -> None:
         """A budget is only kept if every call can be priced: refuse it before anything is spent."""
@@ -345,6 +350,8 @@ class EvalRun:
         with self.log.question(question.id):  # each paid call is logged as it completes, grading included
             try:
                 decision = self.program(question=question).decision
+            except CallDeferred:  # a batch run's call waits for its batch: no record, the next pass runs it again
+                return None
             except FatalServiceError as err:  # no record: the question is not done, and no later one starts
                 self.stop.set_fatal(err)
                 return None
@@ -352,6 +359,8 @@ class EvalRun:
                 decision = crashed_decision(question, self.spec.program, err)
             try:
                 score = self.scorer(question, decision)
+            except CallDeferred:  # the grade's call waits for its batch: as above
+                return None
             except FatalServiceError as err:  # the judge backbone refused for good: as above
                 self.stop.set_fatal(err)
                 return None

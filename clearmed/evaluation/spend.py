@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from clearmed.backbones.batch_api import no_batch_reason
 from clearmed.backbones.config import BackboneConfig
 from clearmed.backbones.pricing import cost_usd, price_of
 from clearmed.config import ClearmedConfig, RunSettings
@@ -31,14 +32,26 @@ class Prices:
     """The dollar price of every usage row of a run, by the role's backbone (a role without its own: main's), and of
     each search credit at `usd_per_credit`."""
 
-    def __init__(self, backbones: Mapping[str, BackboneConfig], *, usd_per_credit: float = 0.0) -> None:
+    def __init__(
+        self,
+        backbones: Mapping[str, BackboneConfig],
+        *,
+        usd_per_credit: float = 0.0,
+        batched_roles: frozenset[str] = frozenset(),
+    ) -> None:
         self.backbones = dict(backbones)
         self.usd_per_credit = usd_per_credit
+        # Roles whose calls a batch run sends through the provider's batch API (`eval --batch`): priced at its price.
+        self.batched_roles = batched_roles
 
     @classmethod
-    def of(cls, config: ClearmedConfig) -> Prices:
+    def of(cls, config: ClearmedConfig, *, batched_roles: frozenset[str] = frozenset()) -> Prices:
         """A config's prices: its backbones', and Tavily's credit at `[run] tavily_usd_per_credit`."""
-        return cls(config.backbones, usd_per_credit=config.run.tavily_usd_per_credit)
+        return cls(config.backbones, usd_per_credit=config.run.tavily_usd_per_credit, batched_roles=batched_roles)
+
+    def batchable(self) -> frozenset[str]:
+        """The roles whose backbone's provider has a batch API (`eval --batch` would send their calls through it)."""
+        return frozenset(role for role, backbone in self.backbones.items() if no_batch_reason(role, backbone) is None)
 
     def backbone(self, role: str) -> BackboneConfig | None:
         return self.backbones.get(role) or self.backbones.get("main")
@@ -60,7 +73,9 @@ class Prices:
         if row.prompt_tokens <= 0 and row.completion_tokens <= 0:
             return 0.0
         backbone = self.backbone(row.role)
-        return cost_usd(backbone, row.prompt_tokens, row.completion_tokens) if backbone is not None else None
+        if backbone is None:
+            return None
+        return cost_usd(backbone, row.prompt_tokens, row.completion_tokens, batch=row.role in self.batched_roles)
 
     def decision_usd(self, decision: Decision) -> float | None:
         """A question's dollars (LM calls and searches); None when some row's price is unknown."""

@@ -31,13 +31,15 @@ SPEND_LOG = "spend.jsonl"
 
 
 class SpendEntry(BaseModel):
-    """One paid call: the question it was made for, its dollars (None: unpriced) and its usage row."""
+    """One paid call: the question it was made for, its dollars (None: unpriced) and its usage row; or one provider
+    batch of a batch run (`batch_id`; its row sums the batch's answered lines, at the batch price)."""
 
     model_config = ConfigDict(extra="forbid")
 
     question_id: str
     usd: float | None
     row: CallUsage
+    batch_id: str | None = None
 
 
 def read_spend_log(directory: str | Path) -> list[SpendEntry]:
@@ -91,13 +93,17 @@ class SpendLog:
             row = CallUsage(stage="before_spend_log", role="record", calls=0, retries=retries)
             self.add(question_id, row, usd=usd or 0.0)
 
-    def add(self, question_id: str, row: CallUsage, *, usd: float | None = None) -> None:
+    def add(self, question_id: str, row: CallUsage, *, usd: float | None = None, batch_id: str | None = None) -> None:
         """Log one call: billed, retried or of unknown price (a cache hit or a refusal that was not retried costs
-        nothing and is not logged)."""
-        usd = self.prices.row_usd(row) if usd is None else usd
-        if usd == 0 and not row.credits and not row.retries:
+        nothing and is not logged). A batch run's calls of a batched role are not: their batch is logged once it
+        answers (`batch_id`), as the provider bills it."""
+        if batch_id is None and row.role in self.prices.batched_roles:
             return
-        text = redact_secrets(SpendEntry(question_id=question_id, usd=usd, row=row).model_dump_json())
+        usd = self.prices.row_usd(row) if usd is None else usd
+        if usd == 0 and not row.credits and not row.retries and batch_id is None:
+            return
+        entry = SpendEntry(question_id=question_id, usd=usd, row=row, batch_id=batch_id)
+        text = redact_secrets(entry.model_dump_json())
         line = (text + "\n").encode("utf-8", "replace")
         with self._lock:
             handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -41,6 +41,8 @@ class Estimate(BaseModel):
     prompt_tokens: float
     completion_tokens: float
     usd: float | None
+    # Per question through the providers' batch APIs (`eval --batch`); None: no backbone has one, or a price is unknown.
+    batch_usd: float | None = None
     search_credits: float
     search_usd: float = 0.0  # per question: the credits at `[run] tavily_usd_per_credit`
     seconds: float
@@ -54,6 +56,8 @@ class Estimate(BaseModel):
         n = self.questions
         dollars = "unknown (a backbone has no price)" if self.usd is None else f"${self.usd * n:,.2f}"
         per_q = "" if self.usd is None else f" (${self.usd:.4f}/question)"
+        if self.usd is not None and self.batch_usd is not None:
+            per_q += f"; with --batch ${self.batch_usd * n:,.2f} (${self.batch_usd:.4f}/question)"
         search = f" = ${self.search_usd * n:,.2f}" if self.search_usd else ""
         total = (
             f"  total dollars   ${(self.usd + self.search_usd) * n:,.2f} (LM and Tavily; grading comes on top)"
@@ -179,6 +183,9 @@ def estimate(
     hits, total = sum(1 for row in lm_rows if row.cached), len(lm_rows)
     cold = [r for r in records if not any(row.cached for row in r.decision.usage if row.role != "tool")]
     usd = total_usd(total_usd(prices.row_usd(row) for row in rows) for rows in as_cold)
+    batched = prices.batchable()
+    batch = Prices(prices.backbones, usd_per_credit=prices.usd_per_credit, batched_roles=batched)
+    batch_usd = total_usd(total_usd(batch.row_usd(row) for row in rows) for rows in as_cold) if batched else None
     return Estimate(
         questions=questions,
         threads=threads,
@@ -189,6 +196,7 @@ def estimate(
         prompt_tokens=statistics.fmean(sum(row.prompt_tokens for row in rows) for rows in as_cold),
         completion_tokens=statistics.fmean(sum(row.completion_tokens for row in rows) for rows in as_cold),
         usd=usd / len(records) if usd is not None else None,
+        batch_usd=batch_usd / len(records) if batch_usd is not None else None,
         search_credits=statistics.fmean(credits),
         search_usd=round(statistics.fmean(credits) * prices.usd_per_credit, 6),
         seconds=statistics.fmean(r.seconds for r in (cold or records)),

@@ -319,8 +319,16 @@ def test_a_relative_db_dir_is_relative_to_the_config_file(tmp_path: Path) -> Non
     ("argv", "code", "message"),
     [
         (["--backend", "lucene", "--corpus", "textbooks"], 2, "backend 'lucene' needs db_dir"),
-        (["--backend", "lucene", "--db-dir", "{db}", "--corpus", "t", "--out", "{db}/o"], 2, "--out is for bm25s"),
-        (["--preset", "openstax", "--out", "{db}/o", "--db-dir", "{db}"], 2, "--db-dir is read by --backend lucene"),
+        (
+            ["--backend", "lucene", "--db-dir", "{db}", "--corpus", "t", "--out", "{db}/o"],
+            2,
+            "index_dir is for 'bm25s'",
+        ),
+        (
+            ["--preset", "openstax", "--out", "{db}/o", "--db-dir", "{db}"],
+            2,
+            "db_dir and corpora are read by backend 'lucene'",
+        ),
         (["--backend", "lucene", "--db-dir", "{db}", "--corpus", "pubmed"], 1, "corpus 'pubmed': no chunk files"),
     ],
 )

@@ -264,7 +264,7 @@ def test_more_shards_than_chunk_files_is_one_line(
     assert "2 shards need at least 2 chunk files" in err
     assert said == ["indexing textbooks with pyserini"]  # a log says once what the build is doing, then the error
     assert main(["index", "build", "--preset", "openstax", "--out", str(tmp_path / "o"), "--shards", "2"]) == 2
-    assert "--shards is read by --backend lucene" in capsys.readouterr().err
+    assert "corpus.shards is read by backend 'lucene', not bm25s" in capsys.readouterr().err
 
 
 def test_offsets_are_persisted_and_a_changed_file_is_scanned_again(
