@@ -12,7 +12,7 @@ nothing, so reading a config imports neither DSPy nor llama.cpp.
   `token_count`, `context_window`, `reasoning` (thinking kept in the trail);
 - failures: `failures` (one classification of LM errors), `retry_wait` (the wait a server asks for). Their own HTTP
   requests go through `clearmed.core.http`;
-- the providers' batch APIs: `batch_api` (lines, limits, states, results; OpenAI's client, and which backbones have
-  one), `batch_anthropic` (Anthropic's Message Batches client), `batch_calls` (a batch run's LM calls answered from
-  its batches, or deferred to the next).
+- the providers' batch APIs: `batch_api` (lines, limits, states, results, and which backbones have one),
+  `batch_openai` (OpenAI's Files and Batch client), `batch_anthropic` (Anthropic's Message Batches client),
+  `batch_calls` (a batch run's LM calls answered from its batches, or deferred to the next).
 """

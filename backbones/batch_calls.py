@@ -111,7 +111,7 @@ def active_pass() -> BatchPass | None:
     return _ACTIVE
 
 
-class batch_pass:  # noqa: N801 - used as a context manager, like contextlib's
+class batch_pass:
     """Make ``pass_`` the active pass for the block (`install_batch_calls` first)."""
 
     def __init__(self, pass_: BatchPass) -> None:

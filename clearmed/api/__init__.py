@@ -13,7 +13,8 @@ built index holds: index_info.py),
 `export_runs` run folders as one table (export.py, `ExportRequest`), `check_config` what `clearmed doctor` checks
 (doctor.py, `DoctorRequest`, `DoctorReport`), `report_runs` the static HTML report (report.py, `ReportRequest`),
 `export_teacher_traces` a teacher's judge traces as SFT JSONL (sft.py, `SftExportRequest`). errors.py holds the
-errors a command ends with in one line.
+errors a command ends with in one line, config_choice.py the
+config every request names (`-c` and `--set`, or a loaded config).
 `build_program` builds a program by name from the config and loads an artifact into it, for a run and for `ask`
 alike (assemble.py).
 

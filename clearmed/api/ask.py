@@ -89,7 +89,7 @@ def asked_question(request: AskRequest) -> Question:
 def ask(request: AskRequest | None = None, /, **fields: Any) -> Decision:
     """CLEAR's Decision on one question: `ask(AskRequest(...))` or `ask(question=..., option=[...], config=...)`."""
     from clearmed.api.assemble import build_program
-    from clearmed.api.evaluate import request_config
+    from clearmed.api.config_choice import request_config
     from clearmed.programs.lm.prompting import over_budget
 
     if request is None:

@@ -150,7 +150,7 @@ def compile_prompts(request: CompileRequest | None = None, /, **fields: Any) -> 
     as keywords (`clearmed.compile(optimizer="bootstrap", benchmark="demo", train=4, val=2, out="art")`). Progress
     and the optimizers' own output go to stderr."""
     from clearmed.api import assemble
-    from clearmed.api.evaluate import request_config
+    from clearmed.api.config_choice import request_config
     from clearmed.evaluation.progress import wants_lines
     from clearmed.optimize.artifacts import new_manifest, prepare_out_dir, write_artifact
     from clearmed.optimize.compiling import CompileLMs, compile_program, resolve_stages

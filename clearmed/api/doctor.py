@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from clearmed.api.evaluate import request_config
+from clearmed.api.config_choice import request_config
 from clearmed.backbones.config import EmbeddedBackbone, RemoteBackbone
 from clearmed.backbones.context_window import Window, resolve_window
 from clearmed.backbones.engine_build import (

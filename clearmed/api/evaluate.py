@@ -12,13 +12,15 @@ the answer, or a `Question` record.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from clearmed.api.config_choice import request_config
 from clearmed.api.questions import QuestionInput, given_questions, load_questions, question_of
 from clearmed.api.request import EvalRequest
 from clearmed.core.console import user_console
@@ -254,29 +256,23 @@ class _Run:
             # Ctrl-C lets the questions in flight finish (and raises `RunInterrupted`), a second one cuts their
             # retries and attempts short (and raises at once).
             with second_interrupt_cuts_retries():
-                if clients is not None:
-                    run_batched(
-                        self.spec,
-                        self.config,
-                        module,
-                        scorer=grader_for(self.config),
-                        num_threads=self.threads,
-                        console=self.console,
-                        keep_degraded=self.request.keep_degraded,
-                        max_cost=self.max_cost,
-                        clients=clients,
-                        poll_s=self.config.run.batch_poll_s,
+                # Through the providers' batch APIs in passes, or question by question: the same run either way.
+                run = (
+                    functools.partial(run_batched, clients=clients, poll_s=self.config.run.batch_poll_s)
+                    if clients is not None
+                    else functools.partial(
+                        run_evaluation,
+                        show_progress=self.request.show_progress and not self.request.quiet,
+                        stop_after=stop_after,
                     )
-                    return
-                run_evaluation(
+                )
+                run(
                     self.spec,
                     self.config,
                     module,
                     scorer=grader_for(self.config),
                     num_threads=self.threads,
                     console=self.console,
-                    show_progress=self.request.show_progress and not self.request.quiet,
-                    stop_after=stop_after,
                     keep_degraded=self.request.keep_degraded,
                     max_cost=self.max_cost,
                 )
@@ -319,31 +315,6 @@ class _Run:
         # --quiet: its one line says where the report is (the folder), and nothing else of the finish is printed
         console = user_console(stderr=True, quiet=True) if self.request.quiet else self.console
         return finish_run_folder(self.spec.run_dir, Prices.of(self.config), console, interrupted=interrupted)
-
-
-class ConfigChoice(Protocol):
-    """The config options of any verb's request (`-c` and `--set`)."""
-
-    config: ClearmedConfig | str | Path | None
-    overrides: list[str]
-
-
-def request_config(request: ConfigChoice) -> ClearmedConfig:
-    """The config the request (of any verb) names, with its overrides (a loaded config takes none)."""
-    from clearmed.config import ClearmedConfig, load_config
-
-    if not isinstance(request.config, ClearmedConfig):
-        return load_config(str(request.config) if request.config else None, overrides=request.overrides)
-    if request.overrides:
-        raise UsageError("overrides (--set) apply to a config name or TOML path, not to a loaded config")
-    return request.config
-
-
-def packaged_config_paths() -> dict[str, Path]:
-    """The packaged configs a request can name (`clearmed config --list`): name -> its TOML file."""
-    from clearmed.config import packaged_configs
-
-    return packaged_configs()
 
 
 def _question_set(request: EvalRequest) -> BenchmarkSet:

@@ -223,7 +223,7 @@ def _validated(data: dict[str, Any], overrides: Sequence[str] = ()) -> CorpusCon
 def warm_target(request: IndexWarmRequest) -> tuple[CorpusConfig, int]:
     """The corpus `request.program` searches (set to record into the cache) and its local_k; one-line errors."""
     from clearmed.api.assemble import local_corpus
-    from clearmed.api.evaluate import request_config
+    from clearmed.api.config_choice import request_config
     from clearmed.programs.catalog import PROGRAMS
     from clearmed.signatures.records.settings import clear_variant_settings
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from clearmed.api.evaluate import LeftToRedo, evaluate_to_exit_code, left_to_redo, request_config
+from clearmed.api.config_choice import request_config
+from clearmed.api.evaluate import LeftToRedo, evaluate_to_exit_code, left_to_redo
 from clearmed.api.request import EvalRequest
 from clearmed.core.console import user_console
 

@@ -133,7 +133,7 @@ def _run_config(request: TuneRequest) -> ClearmedConfig:
     from clearmed.numbers.compare import snapshot_backbone
 
     if request.config or request.overrides:
-        from clearmed.api.evaluate import request_config
+        from clearmed.api.config_choice import request_config
 
         return request_config(request)
     from clearmed.evaluation.folder import SNAPSHOT, snapshot_of

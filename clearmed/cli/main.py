@@ -97,7 +97,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from clearmed.api.evaluate import packaged_config_paths, request_config
+    from clearmed.api.config_choice import packaged_config_paths, request_config
 
     if args.list:
         for name, path in sorted(packaged_config_paths().items()):

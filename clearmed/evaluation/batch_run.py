@@ -54,7 +54,7 @@ from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 from clearmed.evaluation.batch_store import BatchCollected, BatchStore, BatchSubmitted, LineOutcome
 from clearmed.evaluation.folder import EvalSpec
-from clearmed.evaluation.runner import BudgetReached, Scorer, default_scorer, run_evaluation
+from clearmed.evaluation.runner import BudgetReached, RunInterrupted, Scorer, default_scorer, run_evaluation
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.spend_log import SpendLog, read_spend_log
 from clearmed.evaluation.store import EvalRecord
@@ -301,7 +301,10 @@ def run_batched(
     batches = _Batches(spec, config, chosen, store, prices, console, max_cost, poll_s, sleep, clock)
     if store.in_flight():
         batches._line(f"reattaching to {len(store.in_flight())} batch(es) a previous run left in flight")
-        batches.wait(0)
+        try:
+            batches.wait(0)
+        except KeyboardInterrupt:
+            raise RunInterrupted(0, len(spec.questions)) from None
     retries = max((backbone.num_retries for backbone in config.backbones.values()), default=3)
     run_pass = 0
     while True:
@@ -333,4 +336,12 @@ def run_batched(
                 )
             return records
         batches.submit(current.pending, run_pass, left)
-        batches.wait(run_pass)
+        try:
+            batches.wait(run_pass)
+        except KeyboardInterrupt:
+            # The batches keep running at the provider; their ids are in the folder, and a rerun reattaches.
+            batches._line(
+                f"interrupted while {len(store.in_flight())} batch(es) were in flight: they keep running at the "
+                "provider, and the same command reattaches to them"
+            )
+            raise RunInterrupted(len(records), len(spec.questions)) from None

@@ -8,7 +8,7 @@ exactly as that endpoint answers its ``params``::
         lm.api_base                        # "http://127.0.0.1:PORT": an AnthropicBatchClient's api_base
         lm.script("expire_half")           # the next batch: the first half succeeded, the rest "expired"
         lm.fail_lines(match="(case 7)", error_type="api_error")   # those requests "errored"
-        lm.created_batches, lm.submitted, lm.batch_requests, lm.chat_requests
+        lm.created_batches, lm.submitted, lm.batch_requests, lm.chat_requests, lm.headers_seen
 
 What it holds to (https://docs.anthropic.com/en/api/creating-message-batches, .../retrieving-message-batches,
 .../retrieving-message-batch-results, .../errors): the key in ``x-api-key`` (else a 401 ``authentication_error``) and
@@ -91,6 +91,7 @@ class FakeBatchAnthropic(FakeOpenAI):
         self.created_batches: list[CreatedBatch] = []
         self.submitted: Counter[str] = Counter()
         self.batch_requests = 0
+        self.headers_seen: list[dict[str, str]] = []  # each request's headers
         self.batches: dict[str, _Batch] = {}
         self._scripts: list[str] = []
         self._line_faults: list[tuple[str, str]] = []
@@ -134,6 +135,7 @@ class FakeBatchAnthropic(FakeOpenAI):
         path = handler.path.split("?", 1)[0].rstrip("/")
         is_batch = path.startswith("/v1/messages/batches")
         with self._state:
+            self.headers_seen.append(dict(handler.headers))
             if is_batch:
                 self.batch_requests += 1
             else:

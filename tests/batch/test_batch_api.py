@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from clearmed.backbones import batch_api
+from clearmed.backbones import batch_openai
 from clearmed.backbones.batch_anthropic import AnthropicBatchClient
 from clearmed.backbones.batch_api import (
     ANTHROPIC_LIMITS,
@@ -22,12 +22,12 @@ from clearmed.backbones.batch_api import (
     BatchState,
     BatchUnavailable,
     LineResult,
-    OpenAIBatchClient,
     batch_client_for,
     encoded_line,
     no_batch_reason,
     split_lines,
 )
+from clearmed.backbones.batch_openai import OpenAIBatchClient
 from clearmed.backbones.config import parse_backbone
 from clearmed.core import http as http_client
 from clearmed.core.errors import FatalServiceError
@@ -44,7 +44,7 @@ GOLD = {f"Question number {i}?": "ABCD"[i % 4] for i in range(12)}
 def waited(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     waited: list[float] = []
     monkeypatch.setattr(http_client, "pause", waited.append)
-    monkeypatch.setattr(batch_api, "pause", waited.append)
+    monkeypatch.setattr(batch_openai, "pause", waited.append)
     return waited
 
 
@@ -451,6 +451,8 @@ def test_an_anthropic_batch_is_read_back_by_custom_id_as_its_endpoint_answers(cl
         assert by_id[item.custom_id].body == sync
         assert f"[[ ## answer ## ]]\n{'ABCD'[i % 4]}" in sync["content"][0]["text"]
     assert claude.submitted == dict.fromkeys((item.custom_id for item in lines), 1)
+    sent = [h for h in claude.headers_seen if "x-api-key" in h and "authorization" not in {k.lower() for k in h}]
+    assert len(sent) == len(claude.headers_seen)  # the key in Anthropic's own header only
 
 
 def test_an_expired_anthropic_batch_keeps_its_answered_half(claude: FakeBatchAnthropic) -> None:

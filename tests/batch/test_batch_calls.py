@@ -38,7 +38,9 @@ def test_a_lines_key_is_its_url_and_body_whatever_the_order_of_the_bodys_keys() 
 
 
 def _collected(store: BatchStore, batch_id: str, *outcomes: LineOutcome) -> None:
-    store.record_submitted(BatchSubmitted(batch_id=batch_id, provider="openai", role="main", keys=[o.key for o in outcomes]))
+    store.record_submitted(
+        BatchSubmitted(batch_id=batch_id, provider="openai", role="main", keys=[o.key for o in outcomes])
+    )
     store.record_collected(BatchCollected(batch_id=batch_id, status="completed"), list(outcomes))
 
 
@@ -47,7 +49,8 @@ def test_a_call_with_no_answer_is_queued_once_and_defers_its_question(tmp_path: 
     for _ in range(2):  # the same request from two questions: one line
         with pytest.raises(CallDeferred):
             current.serve(URL, BODY)
-    assert list(current.pending) == [line_key(URL, BODY)] and current.deferred == 2
+    assert list(current.pending) == [line_key(URL, BODY)]
+    assert current.deferred == 2
 
 
 def test_an_answered_line_is_the_calls_reply(tmp_path: Path) -> None:
@@ -55,7 +58,8 @@ def test_an_answered_line_is_the_calls_reply(tmp_path: Path) -> None:
     _collected(store, "b1", LineOutcome(key=line_key(URL, BODY), batch_id="b1", status_code=200, body=REPLY))
     current = BatchPass(store, batched, retries=1)
     assert current.serve(URL, BODY) == (200, REPLY)
-    assert current.pending == {} and current.served == 1
+    assert current.pending == {}
+    assert current.served == 1
 
 
 def test_a_url_no_batch_client_serves_is_sent_as_it_is(tmp_path: Path) -> None:
@@ -91,7 +95,9 @@ def test_a_failed_line_is_queued_again_until_its_retries_are_spent_then_its_erro
 def test_an_error_entry_without_a_response_fails_as_a_500_in_openais_shape(tmp_path: Path) -> None:
     outcome = LineOutcome(key="k", batch_id="b", error_code="server_error", error_message="boom")
     status, body = outcome.as_reply()
-    assert status == 500 and body["error"]["code"] == "server_error" and "boom" in body["error"]["message"]
+    assert status == 500
+    assert body["error"]["code"] == "server_error"
+    assert "boom" in body["error"]["message"]
 
 
 def test_a_line_not_run_is_sent_again_and_never_counted_as_a_failure(tmp_path: Path) -> None:
@@ -111,7 +117,8 @@ def test_failures_count_from_this_process_so_a_rerun_gives_a_line_its_retries_an
     _collected(store, "b1", LineOutcome(key=key, batch_id="b1", status_code=500, body={"error": {"message": "x"}}))
     assert store.failures(key)[0] == 1
     reread = BatchStore(tmp_path)
-    assert reread.failures(key)[0] == 0 and reread.failures(key)[1] is not None
+    assert reread.failures(key)[0] == 0
+    assert reread.failures(key)[1] is not None
 
 
 def test_a_rerun_finds_the_batches_in_flight_and_skips_a_torn_last_line(tmp_path: Path) -> None:
@@ -123,8 +130,11 @@ def test_a_rerun_finds_the_batches_in_flight_and_skips_a_torn_last_line(tmp_path
     with (tmp_path / RESULTS_FILE).open("ab") as handle:
         handle.write(b'{"key": "k9", "batch_')
     reread = BatchStore(tmp_path)
-    assert reread.in_flight() == ["b1"] and reread.in_flight("k1") and not reread.in_flight("k3")
-    assert reread.answer("k3") == (200, REPLY) and reread.answer("k9") is None
+    assert reread.in_flight() == ["b1"]
+    assert reread.in_flight("k1")
+    assert not reread.in_flight("k3")
+    assert reread.answer("k3") == (200, REPLY)
+    assert reread.answer("k9") is None
     reread.record_submitted(BatchSubmitted(batch_id="b4", provider="openai", role="main", keys=["k4"]))
     assert BatchStore(tmp_path).in_flight() == ["b1", "b4"]  # the torn line did not swallow the next one
 
@@ -163,7 +173,9 @@ def test_dspys_native_call_is_answered_from_the_pass_and_parsed_as_a_synchronous
                 "object": "chat.completion",
                 "created": 0,
                 "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Cortisol"}, "finish_reason": "stop"}],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "Cortisol"}, "finish_reason": "stop"}
+                ],
                 "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
             }
 
@@ -183,3 +195,28 @@ def test_the_store_files_are_json_lines(tmp_path: Path) -> None:
     _collected(store, "b1", LineOutcome(key="k", batch_id="b1", status_code=200, body=REPLY))
     for name in (BATCHES_FILE, RESULTS_FILE):
         assert all(json.loads(line) for line in (tmp_path / name).read_text().splitlines())
+
+
+def test_a_scored_option_pass_is_answered_from_its_batch_line_with_its_logprobs(tmp_path: Path) -> None:
+    """The scored-option pass posts its own request (logprobs, top_logprobs): in a pass it is deferred, then answered
+    from its line, its log-probabilities read from the stored body."""
+    from clearmed.backbones.logprobs import OpenAICompatibleScorer
+
+    scorer = OpenAICompatibleScorer("http://127.0.0.1:9/v1", "m", None, timeout=1.0, num_retries=0)
+    url = "http://127.0.0.1:9/v1/chat/completions"  # nothing listens: a request sent would fail
+    store = BatchStore(tmp_path)
+    current = BatchPass(store, lambda u: u == url, retries=0)
+    messages = [{"role": "user", "content": "Which hormone? A) Cortisol B) Insulin"}]
+    with batch_pass(current), pytest.raises(CallDeferred):
+        scorer.score_next_token(messages, "Answer: ", ["A", "B"])
+    ((key, (sent_url, body)),) = current.pending.items()
+    assert sent_url == url
+    assert body["logprobs"] is True
+    assert body["top_logprobs"] == 20  # passed through as the synchronous request sends them
+    top = [{"token": "A", "logprob": -0.1}, {"token": "B", "logprob": -2.5}]
+    reply = {"choices": [{"logprobs": {"content": [{"top_logprobs": top}]}}], "usage": {"prompt_tokens": 9}}
+    _collected(store, "b1", LineOutcome(key=key, batch_id="b1", status_code=200, body=reply))
+    with batch_pass(BatchPass(store, lambda u: u == url, retries=0)):
+        scores = scorer.score_next_token(messages, "Answer: ", ["A", "B"])
+    assert scores.logprobs == {"A": -0.1, "B": -2.5}
+    assert scores.prompt_tokens == 9

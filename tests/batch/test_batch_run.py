@@ -152,7 +152,8 @@ def test_questions_in_batches_killed_twice_decide_as_the_synchronous_run(tmp_pat
         sync_dir, batch_dir = tmp_path / "sync", tmp_path / "batch"
         _finish(_child(tmp_path, config, sync_dir, "sync", "cache-sync"))
         sync_calls = lm.chat_requests
-        assert sync_calls > 0 and not lm.created_batches
+        assert sync_calls > 0
+        assert not lm.created_batches
 
         batches = batch_dir / BATCHES_FILE
         # Kill 1: while the first batch is in flight (submitted, not collected).
@@ -222,7 +223,8 @@ def test_a_batch_that_expires_half_done_keeps_its_answers_and_sends_the_rest_aga
     assert not answered_first & sent_again  # the answered half, never
     assert all(record.score is not None and record.score.correct for record in read_records(run_dir))
     collected = [row for row in _lines(run_dir / BATCHES_FILE) if row.get("event") == "collected"]
-    assert collected[0]["status"] == "expired" and collected[0]["answered"] == half
+    assert collected[0]["status"] == "expired"
+    assert collected[0]["answered"] == half
 
 
 def test_a_completed_batch_of_only_failures_sends_each_line_again(tmp_path: Path) -> None:
@@ -234,7 +236,8 @@ def test_a_completed_batch_of_only_failures_sends_each_line_again(tmp_path: Path
         # num_retries = 1: a failed line goes out once more, in a later batch, and is then answered.
         assert all(lm.submitted[cid] == 2 for cid in first.custom_ids)
     records = list(read_records(run_dir))
-    assert len(records) == 3 and all(record.score is not None and record.score.correct for record in records)
+    assert len(records) == 3
+    assert all(record.score is not None and record.score.correct for record in records)
 
 
 def test_a_line_that_fails_beyond_its_retries_degrades_its_question_as_a_synchronous_failure_would(
@@ -246,7 +249,9 @@ def test_a_line_that_fails_beyond_its_retries_degrades_its_question_as_a_synchro
         run_dir = _run(tmp_path, lm, qs)
     by_id = {record.question_id: record for record in read_records(run_dir)}
     assert len(by_id) == 3
-    assert by_id["q1"].degraded and not by_id["q0"].degraded and not by_id["q2"].degraded
+    assert by_id["q1"].degraded
+    assert not by_id["q0"].degraded
+    assert not by_id["q2"].degraded
 
 
 def test_a_refused_batch_stops_the_run_in_one_line(tmp_path: Path) -> None:
@@ -259,7 +264,9 @@ def test_a_refused_batch_stops_the_run_in_one_line(tmp_path: Path) -> None:
         assert result.returncode == 2
         # The run's progress lines, then the one line that says why it stopped.
         last = result.stderr.strip().splitlines()[-1]
-        assert "failed at the provider" in last and "the run stopped" in last and "Traceback" not in result.stderr
+        assert "failed at the provider" in last
+        assert "the run stopped" in last
+        assert "Traceback" not in result.stderr
         assert sum("error" in line for line in result.stderr.splitlines()) == 1
 
 
@@ -280,7 +287,9 @@ def test_a_backbone_without_a_batch_api_is_refused_in_one_line(tmp_path: Path, k
     result = _cli(["eval", "--benchmark", "demo", "--batch", "-c", config, "--run-dir", str(tmp_path / "r")])
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "batch API" in lines[0] and "num_threads" in lines[0], result.stderr
+    assert len(lines) == 1, result.stderr
+    assert "batch API" in lines[0], lines[0]
+    assert "num_threads" in lines[0], lines[0]  # it says to use concurrency instead
 
 
 def test_the_budget_counts_a_batchs_worst_case_before_sending_it(tmp_path: Path) -> None:
@@ -303,7 +312,8 @@ def test_each_collected_batch_is_one_spend_entry_at_the_batch_price(tmp_path: Pa
         full = cost_usd(backbone, entry.row.prompt_tokens, entry.row.completion_tokens)
         assert entry.usd == pytest.approx(full / 2)  # gpt-4o-mini's batch price is half its price (LiteLLM's map)
     store = BatchStore(run_dir)
-    assert store.in_flight() == [] and set(store.collected) == set(created)
+    assert store.in_flight() == []
+    assert set(store.collected) == set(created)
 
 
 def test_the_python_door_refuses_a_batch_run_without_a_batch_api(tmp_path: Path) -> None:
@@ -321,11 +331,15 @@ def test_the_estimate_shows_the_synchronous_and_the_batch_price_side_by_side(tmp
         run_dir = _run(tmp_path, lm, qs)
     config = load_config(tmp_path / "hosted.toml")
     result = estimate(list(read_records(run_dir)), Prices.of(config), questions=10, threads=1, basis_runs=["run"])
-    assert result.usd is not None and result.batch_usd == pytest.approx(result.usd / 2)
+    assert result.usd is not None
+    assert result.batch_usd == pytest.approx(result.usd / 2)
     assert f"with --batch ${result.batch_usd * 10:,.2f}" in result.render("batch")
     # A config with no batch API has no batch price to show.
     local = load_config(write_config(tmp_path, "http://127.0.0.1:9/v1", kind="openai_compatible"))
-    assert estimate(list(read_records(run_dir)), Prices.of(local), questions=10, threads=1, basis_runs=["run"]).batch_usd is None
+    assert (
+        estimate(list(read_records(run_dir)), Prices.of(local), questions=10, threads=1, basis_runs=["run"]).batch_usd
+        is None
+    )
 
 
 class _SlowClient:
@@ -344,7 +358,9 @@ class _SlowClient:
 
         self.polls -= 1
         status = "in_progress" if self.polls > 0 else "completed"
-        return BatchState(id=batch_id, provider="openai", status=status, request_counts=RequestCounts(total=4, completed=1))
+        return BatchState(
+            id=batch_id, provider="openai", status=status, request_counts=RequestCounts(total=4, completed=1)
+        )
 
     def results(self, state: Any) -> list[Any]:
         return []

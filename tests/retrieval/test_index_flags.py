@@ -132,7 +132,7 @@ def test_a_packaged_config_is_read_as_every_command_reads_it(tmp_path: Path) -> 
 
 
 def test_a_shorthand_in_a_warm_is_the_hit_cache_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from clearmed.api.evaluate import request_config
+    from clearmed.api.config_choice import request_config
 
     corpus = f'backend = "bm25s"\npreset = "openstax"\nindex_dir = "{tmp_path / "idx"}"'
     (tmp_path / "c.toml").write_text(demo_config_toml(corpus=corpus), encoding="utf-8")
