@@ -245,7 +245,8 @@ class _Run:
         from clearmed.numbers.scoring import grader_for
 
         # A batch run is refused before anything loads when a backbone has no batch API (one line).
-        clients = batch_clients(self.config) if self.request.batch else None
+        note = functools.partial(self.console.print, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        clients = batch_clients(self.config, note=note) if self.request.batch else None
         module = program_with_artifact(self.request.program, self.config, self.artifact, self.recorded)
         self._start_from_smaller_run()
         reset_cut()  # a run an earlier second Ctrl-C cut short leaves no cut behind for this one

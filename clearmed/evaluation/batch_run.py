@@ -72,16 +72,20 @@ class BatchStalled(RuntimeError):
     """A pass deferred questions without a call to send: a bug, stopped in one line rather than looped on."""
 
 
-def batch_clients(config: ClearmedConfig, roles: Sequence[str] | None = None) -> dict[str, BatchClient]:
-    """A batch client for each backbone role a run calls (`roles`: every configured role); a role whose backbone has
-    no batch API refuses the run in one line (`no_batch_reason`)."""
+def batch_clients(config: ClearmedConfig, *, note: Callable[[str], object] | None = None) -> dict[str, BatchClient]:
+    """A batch client for each backbone role whose provider has a batch API. The main backbone must have one (else the
+    run is refused in one line, `no_batch_reason`); another role without one (a grader on a local server) is called
+    synchronously as ever, said once through ``note``. A backbone whose calls DSPy sends through LiteLLM, which a batch
+    run cannot answer, is refused too."""
     clients: dict[str, BatchClient] = {}
     for role, backbone in config.backbones.items():
-        if roles is not None and role not in roles:
-            continue
         reason = no_batch_reason(role, backbone)
         if reason is not None:
-            raise UsageError(reason)
+            if role == "main":
+                raise UsageError(reason)
+            if note is not None:
+                note(f"note: backbone {role} ({backbone.model}) has no batch API: its calls are made synchronously")
+            continue
         key_env = backbone.api_key_env if isinstance(backbone, RemoteBackbone) else None
         client = batch_client_for(
             backbone,
@@ -186,14 +190,14 @@ class _Batches:
         if self.max_cost is None:
             return
         spent = sum(entry.usd or 0.0 for entry in read_spend_log(self.spec.run_dir))
-        in_flight = sum(self.store.submitted[batch_id].worst_usd or 0.0 for batch_id in self.store.in_flight())
+        in_flight = sum(self.store.submitted[batch_id].worst_usd or 0.0 for batch_id in self.store.batches_in_flight())
         if worst is None or spent + in_flight + worst > self.max_cost:
             raise BudgetReached(spent, self.max_cost, questions_left)
 
     def wait(self, run_pass: int) -> None:
         """Wait for every batch in flight (reattaching to those a killed run left) and collect each as it ends."""
         last_line = -_PROGRESS_EVERY_S
-        while in_flight := self.store.in_flight():
+        while in_flight := self.store.batches_in_flight():
             states: list[BatchState] = []
             for batch_id in in_flight:
                 client = self.clients.get(self.store.submitted[batch_id].role)
@@ -236,7 +240,8 @@ class _Batches:
             self.store.record_collected(BatchCollected(batch_id=state.id, status=state.status), [])
             raise BatchRejected(f"batch {state.id} failed at the provider ({client.provider}): {why}")
         results = {result.custom_id: result for result in client.results(state)}
-        outcomes = [_outcome(state.id, result) for key, result in results.items() if key in set(submitted.keys)]
+        keys = set(submitted.keys)
+        outcomes = [_outcome(state.id, result) for key, result in results.items() if key in keys]
         # A line the provider returned nothing for did not run: it is sent again.
         outcomes += [
             LineOutcome(key=key, batch_id=state.id, not_run=True) for key in submitted.keys if key not in results
@@ -299,8 +304,8 @@ def run_batched(
     store = BatchStore(spec.run_dir)
     prices = Prices.of(config, batched_roles=frozenset(chosen))
     batches = _Batches(spec, config, chosen, store, prices, console, max_cost, poll_s, sleep, clock)
-    if store.in_flight():
-        batches._line(f"reattaching to {len(store.in_flight())} batch(es) a previous run left in flight")
+    if store.batches_in_flight():
+        batches._line(f"reattaching to {len(store.batches_in_flight())} batch(es) a previous run left in flight")
         try:
             batches.wait(0)
         except KeyboardInterrupt:
@@ -341,7 +346,7 @@ def run_batched(
         except KeyboardInterrupt:
             # The batches keep running at the provider; their ids are in the folder, and a rerun reattaches.
             batches._line(
-                f"interrupted while {len(store.in_flight())} batch(es) were in flight: they keep running at the "
+                f"interrupted while {len(store.batches_in_flight())} batch(es) were in flight: they keep running at the "
                 "provider, and the same command reattaches to them"
             )
             raise RunInterrupted(len(records), len(spec.questions)) from None

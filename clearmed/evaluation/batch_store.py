@@ -137,7 +137,7 @@ class BatchStore:
                 self._note(LineOutcome.model_validate_json(raw), count=False)
             except (ValueError, ValidationError):
                 continue
-        for batch_id in self.in_flight():
+        for batch_id in self.batches_in_flight():
             self._in_flight_keys.update(self.submitted[batch_id].keys)
 
     # ------------------------------------------------------------------------------------- what a pass asks
@@ -151,12 +151,13 @@ class BatchStore:
             last = self._last_failure.get(key)
             return self._failures[key], last.as_reply() if last is not None else None
 
-    def in_flight(self, key: str | None = None) -> Any:
-        """With a key: whether its line is in a batch not yet collected. Without: the ids of those batches, in the
-        order they were submitted."""
-        if key is not None:
-            with self._lock:
-                return key in self._in_flight_keys
+    def in_flight(self, key: str) -> bool:
+        """Whether the line is in a batch submitted and not yet collected."""
+        with self._lock:
+            return key in self._in_flight_keys
+
+    def batches_in_flight(self) -> list[str]:
+        """The ids of the batches submitted and not yet collected, in the order they were submitted."""
         return [batch_id for batch_id in self.submitted if batch_id not in self.collected]
 
     # ------------------------------------------------------------------------------------- what the run records

@@ -130,13 +130,13 @@ def test_a_rerun_finds_the_batches_in_flight_and_skips_a_torn_last_line(tmp_path
     with (tmp_path / RESULTS_FILE).open("ab") as handle:
         handle.write(b'{"key": "k9", "batch_')
     reread = BatchStore(tmp_path)
-    assert reread.in_flight() == ["b1"]
+    assert reread.batches_in_flight() == ["b1"]
     assert reread.in_flight("k1")
     assert not reread.in_flight("k3")
     assert reread.answer("k3") == (200, REPLY)
     assert reread.answer("k9") is None
     reread.record_submitted(BatchSubmitted(batch_id="b4", provider="openai", role="main", keys=["k4"]))
-    assert BatchStore(tmp_path).in_flight() == ["b1", "b4"]  # the torn line did not swallow the next one
+    assert BatchStore(tmp_path).batches_in_flight() == ["b1", "b4"]  # the torn line did not swallow the next one
 
 
 def test_a_reply_is_stored_as_the_provider_sent_it(tmp_path: Path) -> None:

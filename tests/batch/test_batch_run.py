@@ -312,7 +312,7 @@ def test_each_collected_batch_is_one_spend_entry_at_the_batch_price(tmp_path: Pa
         full = cost_usd(backbone, entry.row.prompt_tokens, entry.row.completion_tokens)
         assert entry.usd == pytest.approx(full / 2)  # gpt-4o-mini's batch price is half its price (LiteLLM's map)
     store = BatchStore(run_dir)
-    assert store.in_flight() == []
+    assert store.batches_in_flight() == []
     assert set(store.collected) == set(created)
 
 
@@ -387,4 +387,19 @@ def test_waiting_says_one_progress_line_a_minute_at_most(tmp_path: Path) -> None
     lines = [line for line in console.export_text().splitlines() if "in flight" in line]
     assert 4 <= len(lines) <= 5, lines
     assert lines[0] == "batch pass 2: 1 batch in flight, 1 of 4 requests done, 0 failed, oldest 0:00:00"
-    assert store.in_flight() == []
+    assert store.batches_in_flight() == []
+
+
+def test_another_role_without_a_batch_api_is_called_synchronously_and_said_once(tmp_path: Path) -> None:
+    from clearmed.evaluation.batch_run import batch_clients
+
+    main_config = write_config(tmp_path, "http://127.0.0.1:9/v1").read_text()
+    judge = '\n[backbones.judge]\nkind = "openai_compatible"\nmodel = "m"\napi_base = "http://127.0.0.1:9/v1"\n'
+    path = tmp_path / "two.toml"
+    path.write_text(main_config + judge, encoding="utf-8")
+    notes: list[str] = []
+    clients = batch_clients(load_config(path), note=notes.append)
+    assert set(clients) == {"main"}
+    assert len(notes) == 1
+    assert "judge" in notes[0]
+    assert "synchronously" in notes[0]
