@@ -1,6 +1,6 @@
 """A batch run's LM calls: answered from the provider's batch results, or queued for the next batch (`eval --batch`).
 
-A batch run (`clearmed.evaluation.batch_run`) runs every unfinished question until its next LM call misses the cache,
+A batch run (`clearmed.batch.run`) runs every unfinished question until its next LM call misses the cache,
 then sends the calls that missed as provider batches, and runs again. This module is the point where a call misses:
 DSPy's native engine (lm15) builds the request exactly as a synchronous call would and hands it to its transport's
 ``_send``; while a `BatchPass` is active, `_send` asks the pass first (`install_batch_calls`, once per process):
@@ -51,7 +51,7 @@ def line_key(url: str, body: Mapping[str, Any]) -> str:
 
 
 class LineAnswers(Protocol):
-    """What the run folder knows of a line (`evaluation.batch_store.BatchStore`)."""
+    """What the run folder knows of a line (`batch.store.BatchStore`)."""
 
     def answer(self, key: str) -> tuple[int, dict[str, Any]] | None:
         """The line's reply (status, body) when it answered (a 200), else None."""

@@ -23,8 +23,8 @@ version is `clearmed.core.version`): it sits above every layer (tests/test_layer
 
 Its rooms (docs/architecture.md): `cli` (the command line) above `api` (the one door of a run, and `assemble`:
 config -> program), `report` (every view), `numbers` (the numbers of finished runs), `recorded` (other systems'
-recorded pathway answers), `evaluation` (the run harness), `config` (the TOML file), `core` (errors, retries,
-redaction, version) and `testing` (test doubles as library code).
+recorded pathway answers), `batch` (runs through the providers' batch APIs), `evaluation` (the run harness),
+`config` (the TOML file), `core` (errors, retries, redaction, version) and `testing` (test doubles as library code).
 """
 
 from __future__ import annotations

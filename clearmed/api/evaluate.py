@@ -109,9 +109,9 @@ def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary
     them), ``on_summary`` getting the summary either way; 3 the budget reached (one line; the folder summarized). A
     fatal service error is one line (`UsageError`, exit 2; the folder resumes)."""
     from clearmed.backbones.batch_api import BatchRejected
+    from clearmed.batch.run import BatchStalled
     from clearmed.core.errors import FatalServiceError
     from clearmed.core.exit_codes import ExitCode
-    from clearmed.evaluation.batch_run import BatchStalled
     from clearmed.evaluation.runner import BudgetReached
 
     console = user_console(stderr=True, soft_wrap=True)
@@ -237,10 +237,10 @@ class _Run:
         """Run the questions left (the first `stop_after` of them, if given) into the folder; a budget reached
         summarizes the folder, as a stopped run is left, and raises `BudgetReached`."""
         from clearmed.api.assemble import program_with_artifact  # DSPy and the programs load when a run starts
+        from clearmed.batch.run import batch_clients, run_batched
         from clearmed.core.endpoints import forget_reached
         from clearmed.core.retries import reset_cut, second_interrupt_cuts_retries
         from clearmed.evaluation import run_evaluation
-        from clearmed.evaluation.batch_run import batch_clients, run_batched
         from clearmed.evaluation.runner import BudgetReached, RunInterrupted
         from clearmed.numbers.scoring import grader_for
 

@@ -43,7 +43,7 @@ class EvalRequest(BaseModel):
     allow_train_overlap: bool = False
     keep_degraded: bool = False
     max_cost: float | None = None  # default: [run] max_cost
-    batch: bool = False  # through the providers' batch APIs, in passes (`evaluation.batch_run`)
+    batch: bool = False  # through the providers' batch APIs, in passes (`batch.run`)
     estimate: bool = False
     pilot: int | None = None
     pathway: list[str] = []  # NAME=SOURCE: a recorded (or absent) pathway

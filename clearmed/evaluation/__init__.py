@@ -11,9 +11,6 @@ clearmed.report's).
 - spread and joined: `shard` (`--shard K/N`), `merge` (shards joined into one run);
 - what a run spent and made: `spend` and `spend_log` (prices, and every paid call as it completed), `summary` (a
   run's summary record, `RunSummary`) and `pathway_worth` (what each pathway added to it).
-- through the providers' batch APIs (`eval --batch`): `batch_run` (the passes: every question up to its next cache
-  miss, the misses sent as batches, waited for, collected) and `batch_store` (the run folder's batches and line
-  outcomes, which a rerun reattaches to).
 
 The run harness loads DSPy, so its names are imported on first use: replay and tuning read run folders (`store`)
 and summaries without it (tests/test_layers.py).

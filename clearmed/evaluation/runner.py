@@ -219,7 +219,7 @@ def run_evaluation(
     Degraded records are set aside and their questions redone, unless `keep_degraded`. `max_cost` (US dollars) starts no
     question once the run has spent that much (`BudgetReached`); a `FatalServiceError` starts no further question and is
     raised once the questions in flight have finished. `stop_after` ends the run after that many new questions (for
-    tests of resume; the run stays resumable). `batched_roles`: one pass of a batch run (`batch_run`), whose calls of
+    tests of resume; the run stays resumable). `batched_roles`: one pass of a batch run (`clearmed.batch.run`), whose calls of
     those roles are answered from provider batches or deferred (a deferred question is left unrecorded, for the next
     pass) and priced at the batch price.
     """

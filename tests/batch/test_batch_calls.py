@@ -1,5 +1,5 @@
 """The rules of a batch run's calls (`backbones.batch_calls`) and of its folder's record of batches
-(`evaluation.batch_store`), each on its own: what is answered, queued, sent as it is, or failed; what a kill leaves."""
+(`batch.store`), each on its own: what is answered, queued, sent as it is, or failed; what a kill leaves."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from clearmed.backbones.batch_calls import BatchPass, batch_pass, line_key, served_reply
-from clearmed.core.errors import CallDeferred
-from clearmed.evaluation.batch_store import (
+from clearmed.batch.store import (
     BATCHES_FILE,
     RESULTS_FILE,
     BatchCollected,
@@ -19,6 +18,7 @@ from clearmed.evaluation.batch_store import (
     BatchSubmitted,
     LineOutcome,
 )
+from clearmed.core.errors import CallDeferred
 
 URL = "https://api.openai.com/v1/chat/completions"
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Which hormone?"}]}

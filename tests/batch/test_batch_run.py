@@ -23,10 +23,10 @@ import pytest
 
 from clearmed import EvalRequest, evaluate
 from clearmed.backbones.pricing import cost_usd
+from clearmed.batch.store import BATCHES_FILE, BatchStore, BatchSubmitted
 from clearmed.config import load_config
 from clearmed.core.errors import UsageError
 from clearmed.evaluation import read_records
-from clearmed.evaluation.batch_store import BATCHES_FILE, BatchStore, BatchSubmitted
 from clearmed.evaluation.runner import BudgetReached
 from clearmed.evaluation.spend_log import read_spend_log
 from clearmed.signatures.records import Question
@@ -369,7 +369,7 @@ class _SlowClient:
 def test_waiting_says_one_progress_line_a_minute_at_most(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from clearmed.evaluation.batch_run import _Batches
+    from clearmed.batch.run import _Batches
     from clearmed.evaluation.folder import EvalSpec
     from clearmed.evaluation.spend import Prices
 
@@ -391,7 +391,7 @@ def test_waiting_says_one_progress_line_a_minute_at_most(tmp_path: Path) -> None
 
 
 def test_another_role_without_a_batch_api_is_called_synchronously_and_said_once(tmp_path: Path) -> None:
-    from clearmed.evaluation.batch_run import batch_clients
+    from clearmed.batch.run import batch_clients
 
     main_config = write_config(tmp_path, "http://127.0.0.1:9/v1").read_text()
     judge = '\n[backbones.judge]\nkind = "openai_compatible"\nmodel = "m"\napi_base = "http://127.0.0.1:9/v1"\n'

@@ -3,7 +3,7 @@
 Each pass runs every unfinished question until its next LM call misses the cache (`runner.run_evaluation` under a
 `backbones.batch_calls.BatchPass`: a call that missed is queued and its question left unrecorded). The queued calls
 go out as provider batches, split at the provider's limits (`backbones.batch_api.split_lines`), each recorded in the
-run folder the moment the provider accepts it (`batch_store`); the run waits for them, stores each line's outcome, and
+run folder the moment the provider accepts it (`batch.store`); the run waits for them, stores each line's outcome, and
 runs the next pass, in which those calls are answered from the batches and cached by DSPy under the keys the
 synchronous calls would have used. Each pass moves every question on by one stage (its three pathways, the verifier,
 the guard, audit and follow-up): four to six passes make a CLEAR run.
@@ -49,10 +49,10 @@ from clearmed.backbones.batch_calls import BatchPass, batch_pass, install_batch_
 from clearmed.backbones.config import BackboneConfig, RemoteBackbone
 from clearmed.backbones.factory import build_lm
 from clearmed.backbones.pricing import cost_usd
+from clearmed.batch.store import BatchCollected, BatchStore, BatchSubmitted, LineOutcome
 from clearmed.config import ClearmedConfig
 from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
-from clearmed.evaluation.batch_store import BatchCollected, BatchStore, BatchSubmitted, LineOutcome
 from clearmed.evaluation.folder import EvalSpec
 from clearmed.evaluation.runner import BudgetReached, RunInterrupted, Scorer, default_scorer, run_evaluation
 from clearmed.evaluation.spend import Prices
