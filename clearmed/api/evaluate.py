@@ -108,7 +108,7 @@ def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary
     its folder still holds degraded or unrecorded questions (said in one line: how many, and that a rerun redoes
     them), ``on_summary`` getting the summary either way; 3 the budget reached (one line; the folder summarized). A
     fatal service error is one line (`UsageError`, exit 2; the folder resumes)."""
-    from clearmed.backbones.batch_api import BatchRejected
+    from clearmed.backbones.batch_api import BatchRejected, BatchUnavailable
     from clearmed.batch.run import BatchStalled
     from clearmed.core.errors import FatalServiceError
     from clearmed.core.exit_codes import ExitCode
@@ -117,7 +117,7 @@ def evaluate_to_exit_code(request: EvalRequest, on_summary: Callable[[RunSummary
     console = user_console(stderr=True, soft_wrap=True)
     try:
         summary = evaluate(request)
-    except (FatalServiceError, BatchRejected, BatchStalled) as err:
+    except (FatalServiceError, BatchRejected, BatchUnavailable, BatchStalled) as err:
         raise UsageError(f"{err}; the run stopped (resume with the same command once that is mended)") from None
     except BudgetReached as err:
         console.print(f"clearmed: {err}", markup=False, highlight=False)

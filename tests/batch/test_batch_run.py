@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from clearmed import EvalRequest, evaluate
+from clearmed.backbones.batch_api import BatchUnavailable
 from clearmed.backbones.pricing import cost_usd
 from clearmed.batch.store import BATCHES_FILE, BatchStore, BatchSubmitted
 from clearmed.config import load_config
@@ -185,6 +186,12 @@ def test_questions_in_batches_killed_twice_decide_as_the_synchronous_run(tmp_pat
     batch_usd = sum(entry.usd or 0.0 for entry in batch_entries)
     assert all(entry.batch_id for entry in batch_entries)  # every dollar is a batch's, named by its id
     assert batch_usd == pytest.approx(sync_usd / 2, rel=1e-3)
+    passes = max(row.get("run_pass", 0) for row in _lines(batch_dir / BATCHES_FILE))
+    print(  # shown with -s: the figures of the closing note
+        f"batch run of {n}: {len(lm.created_batches)} batches over {passes} passes, "
+        f"{sum(lm.submitted.values())} lines, {sync_calls} synchronous calls in the synchronous run, "
+        f"${batch_usd:.4f} against ${sync_usd:.4f}, 0 of {n} decisions differ"
+    )
 
 
 # --------------------------------------------------------------------------------------------- how batches end
@@ -403,3 +410,27 @@ def test_another_role_without_a_batch_api_is_called_synchronously_and_said_once(
     assert len(notes) == 1
     assert "judge" in notes[0]
     assert "synchronously" in notes[0]
+
+
+def test_a_batch_service_that_stops_answering_stops_the_run_in_one_line_and_the_rerun_reattaches(
+    tmp_path: Path,
+) -> None:
+    qs = questions(2, f"unavailable {tmp_path.name}")
+    with FakeBatchOpenAI(gold={q.text: q.gold_letters[0] for q in qs}, api_key=KEY) as lm:
+        config = write_config(tmp_path, lm.api_base)
+        # num_retries = 1: a status asked twice, answered 503 both times, and the wait gives up.
+        lm.fail_next("status", "503", times=2)
+        run_dir = tmp_path / "r"
+        with pytest.raises(BatchUnavailable, match="HTTP 503") as stopped:
+            evaluate(
+                EvalRequest(program="clear", benchmark="batch", questions=qs, config=str(config), run_dir=run_dir,
+                            batch=True, quiet=True)
+            )  # fmt: skip
+        assert "\n" not in str(stopped.value)
+        assert BatchStore(run_dir).batches_in_flight()  # recorded before the wait: a rerun finds it
+        evaluate(
+            EvalRequest(program="clear", benchmark="batch", questions=qs, config=str(config), run_dir=run_dir,
+                        batch=True, quiet=True)
+        )  # fmt: skip
+        assert all(times == 1 for times in lm.submitted.values())  # reattached: nothing sent twice
+    assert len(list(read_records(run_dir))) == 2
