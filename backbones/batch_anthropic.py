@@ -23,7 +23,6 @@ from typing import Any, Final
 
 from clearmed.backbones.batch_api import (
     ANTHROPIC_LIMITS,
-    BatchLimits,
     BatchLine,
     BatchState,
     BatchStatus,
@@ -62,20 +61,7 @@ class AnthropicBatchClient(HttpBatchClient):
     provider = "anthropic"
     label = "Anthropic"
     retried = RETRIED_STATUS | {529}
-
-    def __init__(
-        self,
-        api_base: str,
-        api_key: str | None,
-        *,
-        timeout: float = 60.0,
-        num_retries: int = 3,
-        service: str = "Anthropic batch API",
-        limits: BatchLimits = ANTHROPIC_LIMITS,
-    ) -> None:
-        super().__init__(api_key, timeout=timeout, num_retries=num_retries, service=service)
-        self.api_base = api_base.rstrip("/")
-        self.limits = limits
+    default_limits = ANTHROPIC_LIMITS
 
     @property
     def bearer_key(self) -> str | None:

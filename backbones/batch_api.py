@@ -234,12 +234,24 @@ class HttpBatchClient:
     provider = ""
     label = ""
     retried: frozenset[int] = RETRIED_STATUS  # the statuses retried with backoff
+    default_limits: BatchLimits  # the provider's documented limits
 
-    def __init__(self, api_key: str | None, *, timeout: float, num_retries: int, service: str) -> None:
+    def __init__(
+        self,
+        api_base: str,
+        api_key: str | None,
+        *,
+        timeout: float = 60.0,
+        num_retries: int = 3,
+        service: str | None = None,
+        limits: BatchLimits | None = None,
+    ) -> None:
+        self.api_base = api_base.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
         self.num_retries = num_retries
-        self.service = service
+        self.service = service or f"{self.label} batch API"
+        self.limits = limits or self.default_limits
 
     def _send(
         self,

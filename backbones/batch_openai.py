@@ -17,7 +17,6 @@ from typing import Any
 from clearmed.backbones.batch_api import (
     OPENAI_ENDPOINTS,
     OPENAI_LIMITS,
-    BatchLimits,
     BatchLine,
     BatchState,
     BatchUnavailable,
@@ -41,20 +40,7 @@ class OpenAIBatchClient(HttpBatchClient):
 
     provider = "openai"
     label = "OpenAI"
-
-    def __init__(
-        self,
-        api_base: str,
-        api_key: str | None,
-        *,
-        timeout: float = 60.0,
-        num_retries: int = 3,
-        service: str = "OpenAI batch API",
-        limits: BatchLimits = OPENAI_LIMITS,
-    ) -> None:
-        super().__init__(api_key, timeout=timeout, num_retries=num_retries, service=service)
-        self.api_base = api_base.rstrip("/")
-        self.limits = limits
+    default_limits = OPENAI_LIMITS
 
     def handles(self, url: str) -> bool:
         return self._endpoint(url) is not None

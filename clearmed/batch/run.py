@@ -253,8 +253,7 @@ class _Batches:
         usd = cost_usd(backbone, prompt, completion, batch=True)
         failed = sum(1 for outcome in outcomes if not outcome.answered and not outcome.not_run)
         not_run = sum(1 for outcome in outcomes if outcome.not_run)
-        # The spend first: a kill between the two collects the batch again, and a batch counted twice is safer than
-        # one not counted at all.
+        # The spend first, once per batch id: a kill between the two collects the batch again, and finds it logged.
         row = CallUsage(
             stage="batch",
             role=submitted.role,
