@@ -184,7 +184,7 @@ class _Batches:
                     )
                 )
                 self.submitted_at[state.id] = self.clock()
-                self._line(f"batch pass {run_pass}: sent batch {state.id} ({len(chunk):,} requests, {role})")
+                self.say(f"batch pass {run_pass}: sent batch {state.id} ({len(chunk):,} requests, {role})")
 
     def _check_budget(self, worst: float | None, questions_left: int) -> None:
         if self.max_cost is None:
@@ -227,7 +227,7 @@ class _Batches:
             now_wall - state.created_at if state.created_at else self.clock() - self.submitted_at.get(state.id, 0.0)
             for state in states
         ]
-        self._line(
+        self.say(
             f"batch pass {run_pass}: {len(states)} batch{'es' if len(states) != 1 else ''} in flight, "
             f"{done:,} of {total:,} requests done, {failed:,} failed, oldest {_age(max(ages))}"
         )
@@ -272,9 +272,9 @@ class _Batches:
         )
         note = f", {failed:,} failed" if failed else ""
         note += f", {not_run:,} not run ({state.status}): sent again" if not_run else ""
-        self._line(f"batch {state.id} {state.status}: {len(answered):,} answered{note}")
+        self.say(f"batch {state.id} {state.status}: {len(answered):,} answered{note}")
 
-    def _line(self, text: str) -> None:
+    def say(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -304,7 +304,7 @@ def run_batched(
     prices = Prices.of(config, batched_roles=frozenset(chosen))
     batches = _Batches(spec, config, chosen, store, prices, console, max_cost, poll_s, sleep, clock)
     if store.batches_in_flight():
-        batches._line(f"reattaching to {len(store.batches_in_flight())} batch(es) a previous run left in flight")
+        batches.say(f"reattaching to {len(store.batches_in_flight())} batch(es) a previous run left in flight")
         try:
             batches.wait(0)
         except KeyboardInterrupt:
@@ -329,7 +329,7 @@ def run_batched(
                 batched_roles=frozenset(chosen),
             )
         left = len(spec.questions) - len(records)
-        batches._line(
+        batches.say(
             f"batch pass {run_pass}: {len(records):,} of {len(spec.questions):,} questions recorded, "
             f"{current.served:,} calls answered from batches, {len(current.pending):,} to send"
         )
@@ -344,7 +344,7 @@ def run_batched(
             batches.wait(run_pass)
         except KeyboardInterrupt:
             # The batches keep running at the provider; their ids are in the folder, and a rerun reattaches.
-            batches._line(
+            batches.say(
                 f"interrupted while {len(store.batches_in_flight())} batch(es) were in flight: they keep running at the "
                 "provider, and the same command reattaches to them"
             )
