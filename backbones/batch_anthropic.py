@@ -39,7 +39,8 @@ from clearmed.core.http import RETRIED_STATUS
 
 __all__ = ["ANTHROPIC_API_BASE", "ANTHROPIC_VERSION", "AnthropicBatchClient"]
 
-ANTHROPIC_API_BASE: Final = "https://api.anthropic.com"
+# With its version, as DSPy's native Anthropic engine takes its base_url: a backbone's api_base serves both.
+ANTHROPIC_API_BASE: Final = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION: Final = "2023-06-01"
 # The HTTP status of each error type (https://docs.anthropic.com/en/api/errors); 529: overloaded.
 _STATUS_OF_ERROR: Final = {
@@ -72,7 +73,7 @@ class AnthropicBatchClient(HttpBatchClient):
         return {"x-api-key": self.api_key or "", "anthropic-version": ANTHROPIC_VERSION}
 
     def handles(self, url: str) -> bool:
-        return url.rstrip("/") == f"{self.api_base}/v1/messages"
+        return url.rstrip("/") == f"{self.api_base}/messages"
 
     def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]) -> BatchState:
         target = one_target(lines)
@@ -83,7 +84,7 @@ class AnthropicBatchClient(HttpBatchClient):
         within_limits(len(lines), len(body), self.limits)
         reply = self._send(
             "POST",
-            f"{self.api_base}/v1/messages/batches",
+            f"{self.api_base}/messages/batches",
             "the batch's creation",
             data=body,
             headers={"content-type": "application/json"},
@@ -91,7 +92,7 @@ class AnthropicBatchClient(HttpBatchClient):
         return self._state(self._payload(reply, "the batch"))
 
     def status(self, batch_id: str) -> BatchState:
-        reply = self._send("GET", f"{self.api_base}/v1/messages/batches/{batch_id}", f"batch {batch_id}")
+        reply = self._send("GET", f"{self.api_base}/messages/batches/{batch_id}", f"batch {batch_id}")
         return self._state(self._payload(reply, f"a look at batch {batch_id}"))
 
     def results(self, state: BatchState) -> list[LineResult]:
@@ -105,9 +106,7 @@ class AnthropicBatchClient(HttpBatchClient):
         return [self._line(item) for item in jsonl_items(reply.text)]
 
     def cancel(self, batch_id: str) -> BatchState:
-        reply = self._send(
-            "POST", f"{self.api_base}/v1/messages/batches/{batch_id}/cancel", f"the cancel of {batch_id}"
-        )
+        reply = self._send("POST", f"{self.api_base}/messages/batches/{batch_id}/cancel", f"the cancel of {batch_id}")
         return self._state(self._payload(reply, f"the cancel of batch {batch_id}"))
 
     def _state(self, batch: Mapping[str, Any]) -> BatchState:

@@ -5,7 +5,7 @@ request (its ``_completion``: the gold at each CLEAR stage), in Anthropic's mess
 exactly as that endpoint answers its ``params``::
 
     with FakeBatchAnthropic(gold=..., api_key="ak-test", max_requests=5) as lm:
-        lm.api_base                        # "http://127.0.0.1:PORT": an AnthropicBatchClient's api_base
+        lm.api_base                        # "http://127.0.0.1:PORT/v1": a backbone's and its batch client's api_base
         lm.script("expire_half")           # the next batch: the first half succeeded, the rest "expired"
         lm.fail_lines(match="(case 7)", error_type="api_error")   # those requests "errored"
         lm.created_batches, lm.submitted, lm.batch_requests, lm.chat_requests, lm.headers_seen
@@ -112,7 +112,7 @@ class FakeBatchAnthropic(FakeOpenAI):
 
     @property
     def api_base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def __enter__(self) -> FakeBatchAnthropic:
         return self
@@ -291,5 +291,5 @@ class FakeBatchAnthropic(FakeOpenAI):
             "expires_at": batch.created_at,
             "archived_at": None,
             "cancel_initiated_at": batch.cancel_initiated_at,
-            "results_url": f"{self.api_base}/v1/messages/batches/{batch.id}/results" if ended else None,
+            "results_url": f"{self.api_base}/messages/batches/{batch.id}/results" if ended else None,
         }

@@ -417,7 +417,7 @@ def messages_body(question: str, *, model: str = "claude-test") -> dict[str, Any
 
 
 def anthropic_lines(lm: FakeBatchAnthropic, count: int) -> list[BatchLine]:
-    url = f"{lm.api_base}/v1/messages"
+    url = f"{lm.api_base}/messages"
     return [
         BatchLine(custom_id=f"q{i:02d}", url=url, body=messages_body(f"Question number {i}?")) for i in range(count)
     ]
@@ -446,7 +446,7 @@ def test_an_anthropic_batch_is_read_back_by_custom_id_as_its_endpoint_answers(cl
     by_id = {r.custom_id: r for r in results}
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
     for i, item in enumerate(lines):
-        sync = requests.post(f"{claude.api_base}/v1/messages", json=item.body, headers=headers, timeout=10).json()
+        sync = requests.post(f"{claude.api_base}/messages", json=item.body, headers=headers, timeout=10).json()
         assert by_id[item.custom_id].ok
         assert by_id[item.custom_id].body == sync
         assert f"[[ ## answer ## ]]\n{'ABCD'[i % 4]}" in sync["content"][0]["text"]
@@ -512,7 +512,7 @@ def test_a_cancelled_anthropic_batch_has_its_requests_to_resubmit(claude: FakeBa
 
 
 def test_the_anthropic_client_handles_the_messages_endpoint_only() -> None:
-    api = AnthropicBatchClient("https://api.anthropic.com/", "k")
+    api = AnthropicBatchClient("https://api.anthropic.com/v1/", "k")
     assert api.handles("https://api.anthropic.com/v1/messages")
     assert not api.handles("https://api.anthropic.com/v1/complete")
     assert not api.handles("https://api.openai.com/v1/chat/completions")

@@ -433,3 +433,32 @@ def test_a_batch_service_that_stops_answering_stops_the_run_in_one_line_and_the_
         )  # fmt: skip
         assert all(times == 1 for times in lm.submitted.values())  # reattached: nothing sent twice
     assert len(list(read_records(run_dir))) == 2
+
+
+def test_an_anthropic_backbone_runs_in_batches_and_decides_as_its_synchronous_run(tmp_path: Path) -> None:
+    """The same run through Anthropic's Messages API and through its Message Batches (the fake answers both alike)."""
+    from .fake_anthropic import FakeBatchAnthropic
+
+    qs = questions(4, f"anthropic {tmp_path.name}")
+    with FakeBatchAnthropic(gold={q.text: q.gold_letters[0] for q in qs}, api_key=KEY) as lm:
+        backbone = (
+            f'kind = "hosted"\nmodel = "anthropic/claude-3-5-haiku-latest"\napi_base = "{lm.api_base}"\n'
+            f'api_key_env = "{KEY_ENV}"\nnum_retries = 1\nprice = {{input = 0.8, output = 4.0}}'
+        )
+        run = f'batch_poll_s = 0.05\nruns_dir = "{tmp_path / "runs"}"'
+        config = tmp_path / "anthropic.toml"
+        config.write_text(demo_config_toml(backbone=backbone, program=PROGRAM, run=run), encoding="utf-8")
+        for name, batch in (("sync", False), ("batch", True)):
+            evaluate(
+                EvalRequest(program="clear", benchmark="batch", questions=qs, config=str(config), run_dir=tmp_path / name,
+                            batch=batch, threads=4, quiet=True)
+            )  # fmt: skip
+            if not batch:
+                sync_calls = lm.chat_requests
+        assert lm.chat_requests == sync_calls  # the batch run made no synchronous call
+        assert lm.created_batches
+        assert all(times == 1 for times in lm.submitted.values())
+    assert decisions(tmp_path / "batch") == decisions(tmp_path / "sync")
+    sync_usd = sum(entry.usd or 0.0 for entry in read_spend_log(tmp_path / "sync"))
+    batch_usd = sum(entry.usd or 0.0 for entry in read_spend_log(tmp_path / "batch"))
+    assert batch_usd == pytest.approx(sync_usd / 2)  # a configured price is discounted as the list price is
