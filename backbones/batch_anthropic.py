@@ -105,6 +105,10 @@ class AnthropicBatchClient(HttpBatchClient):
             raise self._refused(reply, f"the results of batch {state.id}")
         return [self._line(item) for item in jsonl_items(reply.text)]
 
+    def find(self, key: str, value: str) -> BatchState | None:
+        """None: Message Batches keep no metadata, so a batch whose id a kill lost cannot be found by it."""
+        return None
+
     def cancel(self, batch_id: str) -> BatchState:
         reply = self._send("POST", f"{self.api_base}/messages/batches/{batch_id}/cancel", f"the cancel of {batch_id}")
         return self._state(self._payload(reply, f"the cancel of batch {batch_id}"))

@@ -99,6 +99,14 @@ class OpenAIBatchClient(HttpBatchClient):
         found = [b for b in listing.get("data") or [] if isinstance(b, dict) and b.get("input_file_id") == file_id]
         return found[0] if found else None
 
+    def find(self, key: str, value: str) -> BatchState | None:
+        """The batch whose metadata holds ``key`` = ``value``, among the newest 100 the provider lists."""
+        listing = self._payload(self._send("GET", f"{self.api_base}/batches?limit=100", "the batch list"), "the list")
+        for batch in listing.get("data") or []:
+            if isinstance(batch, dict) and (batch.get("metadata") or {}).get(key) == value:
+                return self._openai_state(batch)
+        return None
+
     def status(self, batch_id: str) -> BatchState:
         """The batch's state; one that failed validation is "failed", each reason a line of its ``errors``."""
         reply = self._send("GET", f"{self.api_base}/batches/{batch_id}", f"batch {batch_id}")

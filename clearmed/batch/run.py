@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,7 @@ from clearmed.backbones.batch_calls import BatchPass, batch_pass, install_batch_
 from clearmed.backbones.config import BackboneConfig, RemoteBackbone
 from clearmed.backbones.factory import build_lm
 from clearmed.backbones.pricing import cost_usd
-from clearmed.batch.store import BatchCollected, BatchStore, BatchSubmitted, LineOutcome
+from clearmed.batch.store import BatchCollected, BatchSending, BatchStore, BatchSubmitted, LineOutcome
 from clearmed.config import ClearmedConfig
 from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
@@ -64,6 +65,8 @@ __all__ = ["BatchStalled", "batch_clients", "run_batched", "worst_case_usd"]
 
 # A call without an output cap in its body is counted at this many output tokens in a batch's worst case.
 _UNCAPPED_OUTPUT_TOKENS = 16_384
+# The metadata key of a batch's intent (`store.BatchSending`), by which a rerun finds a batch whose id a kill lost.
+INTENT_KEY = "clearmed_intent"
 # Seconds between progress lines while batches are in flight.
 _PROGRESS_EVERY_S = 60.0
 
@@ -171,20 +174,40 @@ class _Batches:
             for chunk in split_lines(lines, client.limits):
                 worst = worst_case_usd(chunk, self.config.backbones[role])
                 self._check_budget(worst, questions_left)
-                metadata = {"clearmed_run": self.spec.run_dir.name[:512], "clearmed_pass": str(run_pass)}
-                state = client.submit(chunk, metadata=metadata)
-                self.store.record_submitted(
-                    BatchSubmitted(
-                        batch_id=state.id,
-                        provider=client.provider,
-                        role=role,
-                        keys=[line.custom_id for line in chunk],
-                        worst_usd=worst,
-                        run_pass=run_pass,
-                    )
+                sending = BatchSending(
+                    intent=uuid.uuid4().hex,
+                    provider=client.provider,
+                    role=role,
+                    keys=[line.custom_id for line in chunk],
+                    worst_usd=worst,
+                    run_pass=run_pass,
                 )
+                self.store.record_sending(sending)
+                metadata = {
+                    INTENT_KEY: sending.intent,
+                    "clearmed_run": self.spec.run_dir.name[:512],
+                    "clearmed_pass": str(run_pass),
+                }
+                state = client.submit(chunk, metadata=metadata)
+                self.record(sending, state.id)
                 self.submitted_at[state.id] = self.clock()
                 self.say(f"batch pass {run_pass}: sent batch {state.id} ({len(chunk):,} requests, {role})")
+
+    def record(self, sending: BatchSending, batch_id: str) -> None:
+        """Record the provider's id for a batch sent."""
+        fields = sending.model_dump(exclude={"event", "intent", "at"})
+        self.store.record_submitted(BatchSubmitted(batch_id=batch_id, intent=sending.intent, **fields))
+
+    def recover(self) -> None:
+        """Find the batches a killed run had sent whose ids never reached the folder (the kill came between the
+        provider's answer and the record), by the intent in their metadata; one not found was not made, and its lines
+        go out again with the next pass."""
+        for sending in self.store.unanswered_intents():
+            client = self.clients.get(sending.role)
+            found = client.find(INTENT_KEY, sending.intent) if client is not None else None
+            if found is not None:
+                self.record(sending, found.id)
+                self.say(f"found batch {found.id}, sent just before the previous run stopped")
 
     def _check_budget(self, worst: float | None, questions_left: int) -> None:
         if self.max_cost is None:
@@ -303,6 +326,7 @@ def run_batched(
     store = BatchStore(spec.run_dir)
     prices = Prices.of(config, batched_roles=frozenset(chosen))
     batches = _Batches(spec, config, chosen, store, prices, console, max_cost, poll_s, sleep, clock)
+    batches.recover()
     if store.batches_in_flight():
         batches.say(f"reattaching to {len(store.batches_in_flight())} batch(es) a previous run left in flight")
         try:

@@ -3,8 +3,9 @@
 Two append-only files, written a line at a time as the spend log is (`spend_log`: a kill leaves at most a torn last
 line, which reading skips):
 
-- ``batches.jsonl``: one `BatchSubmitted` line the moment the provider has accepted a batch, before anything waits on
-  it (its id, provider, role and line keys), and one `BatchCollected` line once its results are in
+- ``batches.jsonl``: one `BatchSending` line before a batch is sent (its intent, which goes into the batch's
+  metadata, and its line keys), one `BatchSubmitted` line the moment the provider has accepted it, before anything
+  waits on it (its id, provider, role and line keys), and one `BatchCollected` line once its results are in
   ``batch_results.jsonl``. A batch submitted and not collected is in flight: a rerun reattaches to it by its id and
   sends none of its lines again.
 - ``batch_results.jsonl``: one `LineOutcome` per line of a collected batch: its reply (a 200 and its body), its failure
@@ -27,7 +28,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clearmed.core.sanitize import redact_secrets
 
-__all__ = ["BATCHES_FILE", "RESULTS_FILE", "BatchCollected", "BatchStore", "BatchSubmitted", "LineOutcome"]
+__all__ = [
+    "BATCHES_FILE",
+    "RESULTS_FILE",
+    "BatchCollected",
+    "BatchSending",
+    "BatchStore",
+    "BatchSubmitted",
+    "LineOutcome",
+]
 
 BATCHES_FILE = "batches.jsonl"
 RESULTS_FILE = "batch_results.jsonl"
@@ -44,6 +53,23 @@ class BatchSubmitted(BaseModel):
 
     event: Literal["submitted"] = "submitted"
     batch_id: str
+    provider: str
+    role: str
+    keys: list[str]
+    worst_usd: float | None = None
+    run_pass: int = 0
+    at: str = ""
+    intent: str | None = None  # the `BatchSending` it answers
+
+
+class BatchSending(BaseModel):
+    """A batch about to be sent, written before the provider is asked: its ``intent`` goes into the batch's metadata,
+    so a rerun can find a batch the provider accepted just before a kill, whose id never reached the folder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: Literal["sending"] = "sending"
+    intent: str
     provider: str
     role: str
     keys: list[str]
@@ -116,6 +142,7 @@ class BatchStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.submitted: dict[str, BatchSubmitted] = {}
+        self.sending: dict[str, BatchSending] = {}  # by intent
         self.collected: dict[str, BatchCollected] = {}
         self._answers: dict[str, LineOutcome] = {}
         self._last_failure: dict[str, LineOutcome] = {}
@@ -124,9 +151,12 @@ class BatchStore:
         self._lock = threading.Lock()
         for raw in _read(directory / BATCHES_FILE):
             try:
-                event = BatchSubmitted.model_validate_json(raw) if b'"submitted"' in raw else None
-                if event is not None:
+                if b'"submitted"' in raw:
+                    event = BatchSubmitted.model_validate_json(raw)
                     self.submitted[event.batch_id] = event
+                elif b'"sending"' in raw:
+                    sending = BatchSending.model_validate_json(raw)
+                    self.sending[sending.intent] = sending
                 else:
                     collected = BatchCollected.model_validate_json(raw)
                     self.collected[collected.batch_id] = collected
@@ -161,6 +191,18 @@ class BatchStore:
         return [batch_id for batch_id in self.submitted if batch_id not in self.collected]
 
     # ------------------------------------------------------------------------------------- what the run records
+
+    def unanswered_intents(self) -> list[BatchSending]:
+        """Batches that were being sent when a run stopped, with no id recorded for them."""
+        answered = {event.intent for event in self.submitted.values() if event.intent}
+        return [sending for intent, sending in self.sending.items() if intent not in answered]
+
+    def record_sending(self, event: BatchSending) -> None:
+        """Record a batch about to be sent, before the provider is asked."""
+        event = event.model_copy(update={"at": event.at or _now()})
+        self._append(BATCHES_FILE, event.model_dump_json())
+        with self._lock:
+            self.sending[event.intent] = event
 
     def record_submitted(self, event: BatchSubmitted) -> None:
         """Record an accepted batch before anything waits on it."""

@@ -462,3 +462,33 @@ def test_an_anthropic_backbone_runs_in_batches_and_decides_as_its_synchronous_ru
     sync_usd = sum(entry.usd or 0.0 for entry in read_spend_log(tmp_path / "sync"))
     batch_usd = sum(entry.usd or 0.0 for entry in read_spend_log(tmp_path / "batch"))
     assert batch_usd == pytest.approx(sync_usd / 2)  # a configured price is discounted as the list price is
+
+
+class _Killed(BaseException):
+    """A SIGKILL's stand-in, in the one place a kill can fall between the provider's answer and the folder's record."""
+
+
+def test_a_batch_accepted_just_before_a_kill_is_found_by_its_intent_and_not_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clearmed.batch import run as batch_run
+
+    qs = questions(3, f"intent {tmp_path.name}")
+    with FakeBatchOpenAI(gold={q.text: q.gold_letters[0] for q in qs}, api_key=KEY) as lm:
+        recorded = batch_run._Batches.record
+
+        def killed(self: Any, sending: Any, batch_id: str) -> None:
+            raise _Killed(batch_id)
+
+        monkeypatch.setattr(batch_run._Batches, "record", killed)
+        with pytest.raises(_Killed):
+            _run(tmp_path, lm, qs)
+        assert len(lm.created_batches) == 1  # the provider made it; the folder has no id for it
+        assert BatchStore(tmp_path / "run").batches_in_flight() == []
+        monkeypatch.setattr(batch_run._Batches, "record", recorded)
+        run_dir = _run(tmp_path, lm, qs)
+        assert all(times == 1 for times in lm.submitted.values()), lm.submitted  # found, not sent again
+    assert len(list(read_records(run_dir))) == 3
+    submitted = [row for row in _lines(run_dir / BATCHES_FILE) if row.get("event") == "submitted"]
+    assert submitted[0]["batch_id"] == lm.created_batches[0].id
+    assert submitted[0]["intent"] == lm.created_batches[0].metadata["clearmed_intent"]
