@@ -46,36 +46,33 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class BatchSubmitted(BaseModel):
-    """A batch the provider accepted: its id, where it went, the keys of its lines, and its worst-case price."""
+class _BatchOfLines(BaseModel):
+    """What a batch's record says of it wherever it is: where it goes, the keys of its lines, its worst-case price."""
 
     model_config = ConfigDict(extra="forbid")
+
+    provider: str
+    role: str
+    keys: list[str]
+    worst_usd: float | None = None
+    run_pass: int = 0
+    at: str = ""
+
+
+class BatchSubmitted(_BatchOfLines):
+    """A batch the provider accepted: its id, and the intent of the `BatchSending` it answers."""
 
     event: Literal["submitted"] = "submitted"
     batch_id: str
-    provider: str
-    role: str
-    keys: list[str]
-    worst_usd: float | None = None
-    run_pass: int = 0
-    at: str = ""
-    intent: str | None = None  # the `BatchSending` it answers
+    intent: str | None = None
 
 
-class BatchSending(BaseModel):
+class BatchSending(_BatchOfLines):
     """A batch about to be sent, written before the provider is asked: its ``intent`` goes into the batch's metadata,
     so a rerun can find a batch the provider accepted just before a kill, whose id never reached the folder."""
 
-    model_config = ConfigDict(extra="forbid")
-
     event: Literal["sending"] = "sending"
     intent: str
-    provider: str
-    role: str
-    keys: list[str]
-    worst_usd: float | None = None
-    run_pass: int = 0
-    at: str = ""
 
 
 class BatchCollected(BaseModel):
