@@ -31,6 +31,20 @@ class ChatTemplateError(ValueError):
     """A request vLLM refuses (HTTP 400) before any token is computed."""
 
 
+def logprob_completion(model: str, top: dict[str, float], prompt_tokens: int) -> dict[str, Any]:
+    """A vLLM chat completion of one token for a scoring request: the most likely token of ``top`` as the reply, and
+    ``top`` as its first token's ``top_logprobs`` (each with its bytes, as vLLM sends them)."""
+    items = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top.items()]
+    first = max(top, key=top.__getitem__)
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": first},
+                     "logprobs": {"content": [{"token": first, "logprob": top[first], "top_logprobs": items}]},
+                     "finish_reason": "length"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1},
+    }  # fmt: skip
+
+
 def render_as_vllm(
     messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final_message: bool = False
 ) -> str:

@@ -19,7 +19,7 @@ from clearmed.signatures.records import Thresholds
 from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import QUESTION, JsonHandler, QuietHTTPServer, build_toy_program, label_all
 
-from .conftest import render_as_vllm
+from .conftest import logprob_completion, render_as_vllm
 
 KEY = "sk-binding-0123456789"
 ANSWER_OPEN = "<|im_start|>assistant\n[[ ## answer ## ]]\n"
@@ -66,15 +66,7 @@ class ScoringServer:
                     kind += "_binding"
                 top = TOPS[kind] if prompt.endswith(ANSWER_OPEN) else {"<|im_start|>": -0.01}
                 owner.kinds.append(kind)
-                items = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top.items()]
-                first = max(top, key=top.__getitem__)
-                self.send_json(200, {
-                    "id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": first},
-                                 "logprobs": {"content": [{"token": first, "logprob": top[first], "top_logprobs": items}]},
-                                 "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 300, "completion_tokens": 1, "total_tokens": 301},
-                })  # fmt: skip
+                self.send_json(200, logprob_completion(body["model"], top, prompt_tokens=300))
 
         self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.api_base = f"http://127.0.0.1:{self.server.server_address[1]}/v1"

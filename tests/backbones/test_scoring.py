@@ -27,7 +27,7 @@ from clearmed.core.endpoints import mark_reached
 from clearmed.core.errors import FatalServiceError
 from clearmed.testing import JsonHandler, QuietHTTPServer
 
-from .conftest import ChatTemplateError, render_as_vllm
+from .conftest import ChatTemplateError, logprob_completion, render_as_vllm
 
 VOCAB = {"A": 0, "B": 1, "C": 2, "D": 3, " A": 4, " B": 5, " C": 6, " D": 7, "other": 8,
          "yes": 9, " yes": 10, "Yes": 11, " Yes": 12, "no": 13, " no": 14, "No": 15, " No": 16}  # fmt: skip
@@ -180,15 +180,7 @@ class FakeVLLM:
                 owner.prompts.append(prompt)
                 ending = max((e for e in next_tokens if prompt.endswith(e)), key=len, default=None)
                 top = NEW_TURN_NEXT if ending is None else next_tokens[ending]
-                items = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top.items()]
-                first = max(top, key=top.__getitem__)
-                self.send_json(200, {
-                    "id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": first},
-                                 "logprobs": {"content": [{"token": first, "logprob": top[first], "top_logprobs": items}]},
-                                 "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 321, "completion_tokens": 1, "total_tokens": 322},
-                })  # fmt: skip
+                self.send_json(200, logprob_completion(body["model"], top, prompt_tokens=321))
 
         self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.api_base = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
