@@ -278,7 +278,7 @@ def test_a_refused_batch_stops_the_run_in_one_line(tmp_path: Path) -> None:
 
 def _cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from clearmed.cli.main import main; sys.exit(main())", *argv],
+        [sys.executable, "-m", "clearmed.cli.main", *argv],
         capture_output=True,
         text=True,
         timeout=300,

@@ -174,6 +174,14 @@ def test_a_locked_search_cache_degrades_and_the_resume_searches(reliability, tmp
         assert all(r.decision.bundle.dynamic_passages for r in records)
 
 
+def medqa_eval_args(config: Path, source: Path, run_dir: Path) -> list[str]:
+    """`clearmed eval` of clear-heuristic over a MedQA file into ``run_dir``: the arguments from the command's name on."""
+    return [
+        "eval", "--config", str(config), "--program", "clear-heuristic", "--benchmark", "medqa",
+        "--source", str(source), "--run-dir", str(run_dir),
+    ]  # fmt: skip
+
+
 def _medqa_file(tmp: Path, questions: Sequence[Question]) -> Path:
     path = tmp / "medqa.jsonl"
     rows = [
@@ -343,17 +351,8 @@ def test_three_sigkills_under_max_cost_stay_within_the_documented_overshoot(
         config = write_config(tmp_path, lm, main={"price": PRICE}, run=f"num_threads = {threads}")
         source = _medqa_file(tmp_path, questions)
         run_dir = tmp_path / "run"
-        argv = [
-            sys.executable,
-            "-m",
-            "clearmed.cli.main",
-            "eval",
-            "--config",
-            str(config),
-            "--program",
-            "clear-heuristic",
-        ]
-        argv += ["--benchmark", "medqa", "--source", str(source), "--run-dir", str(run_dir), "--max-cost", str(budget)]
+        argv = [sys.executable, "-m", "clearmed.cli.main", *medqa_eval_args(config, source, run_dir)]
+        argv += ["--max-cost", str(budget)]
         in_flight_at_kills = 0
         for _ in range(3):
             process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -483,19 +482,7 @@ def test_a_benchmark_row_with_a_lone_surrogate_is_refused_naming_the_row(
         lines = source.read_text().splitlines()
         lines[1] = lines[1].replace("Addison", "Addison\\udcff")  # JSON's escape: json.loads makes half a character
         source.write_text("\n".join(lines) + "\n")
-        argv = [
-            "eval",
-            "--config",
-            str(config),
-            "--program",
-            "clear-heuristic",
-            "--benchmark",
-            "medqa",
-            "--source",
-            str(source),
-            "--run-dir",
-            str(tmp_path / "run"),
-        ]
+        argv = medqa_eval_args(config, source, tmp_path / "run")
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert f"{source.name}:2: " in err

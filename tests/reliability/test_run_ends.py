@@ -16,7 +16,7 @@ import pytest
 from clearmed.evaluation.store import read_records
 
 from .fakes import FakeOpenAI, FakeTavilyServer
-from .test_faults import _medqa_file, gold_of, mcq, write_config
+from .test_faults import _medqa_file, gold_of, mcq, medqa_eval_args, write_config
 from .test_faults import evaluate as evaluate_in_process
 
 pytestmark = pytest.mark.reliability
@@ -31,22 +31,7 @@ def lm() -> Iterator[FakeOpenAI]:
 
 
 def eval_argv(config: Path, source: Path, run_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "clearmed.cli.main",
-        "eval",
-        "--config",
-        str(config),
-        "--program",
-        "clear-heuristic",
-        "--benchmark",
-        "medqa",
-        "--source",
-        str(source),
-        "--run-dir",
-        str(run_dir),
-    ]
+    return [sys.executable, "-m", "clearmed.cli.main", *medqa_eval_args(config, source, run_dir)]
 
 
 def with_timeout(config: Path, seconds: float) -> Path:
