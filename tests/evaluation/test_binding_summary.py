@@ -7,20 +7,15 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 from clearmed.evaluation import EvalSpec, RunStore, run_evaluation, summarize
+from clearmed.evaluation.store import EvalRecord
 from clearmed.report.markdown import details_markdown
-from clearmed.signatures.records.settings import ProgramSettings
 from clearmed.testing import build_toy_program, label_all, pathway_replies
 from tests.evaluation.test_runs import CONFIG, questions
+from tests.programs.test_evidence_binding import BINDING
 
-BINDING = ProgramSettings(
-    json_fallback=False,
-    parallel_pathways="off",
-    mcq_decoding="score",
-    verifier_mode="calibrated",
-    evidence_binding=True,
-)
 SCRIPT = {**pathway_replies("A", "A", "C"), "source_quality": label_all("high")}
 DISPUTED = {  # parametric and local on A, the web on C: every question disputed
     "parametric": {"A": 0.6, "B": 0.2, "C": 0.1, "D": 0.1},
@@ -30,17 +25,22 @@ DISPUTED = {  # parametric and local on A, the web on C: every question disputed
 }  # none for dynamic_binding: that pass fails
 
 
-def test_the_summary_counts_binding_passes_and_their_fallbacks(tmp_path: Path) -> None:
-    program, _, _ = build_toy_program(SCRIPT, settings=BINDING, scores=DISPUTED)
-    run_dir = tmp_path / "run"
+def run_four(program: Any, run_dir: Path) -> list[EvalRecord]:
+    """Four disputed questions of the toy world through ``program`` into ``run_dir``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        records = run_evaluation(
+        return run_evaluation(
             EvalSpec(program="clear", benchmark="toy", source="memory", questions=questions(4), run_dir=run_dir),
             CONFIG,
             program,
             show_progress=False,
         )
+
+
+def test_the_summary_counts_binding_passes_and_their_fallbacks(tmp_path: Path) -> None:
+    program, _, _ = build_toy_program(SCRIPT, settings=BINDING, scores=DISPUTED)
+    run_dir = tmp_path / "run"
+    records = run_four(program, run_dir)
     manifest = RunStore(run_dir).read_manifest()
     assert manifest is not None
     summary = summarize(records, manifest)
@@ -55,32 +55,14 @@ def test_the_summary_counts_binding_passes_and_their_fallbacks(tmp_path: Path) -
     failing, _, _ = build_toy_program(
         SCRIPT, settings=BINDING, scores={k: v for k, v in DISPUTED.items() if k != "local_binding"}
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        records = run_evaluation(
-            EvalSpec(
-                program="clear", benchmark="toy", source="memory", questions=questions(4), run_dir=tmp_path / "failed"
-            ),
-            CONFIG,
-            failing,
-            show_progress=False,
-        )
+    records = run_four(failing, tmp_path / "failed")
     summary = summarize(records, manifest)
     assert (summary.binding_questions, summary.binding_fallbacks) == (4, {"scoring_failed": 8})
     # Binding off: nothing counted, nothing said.
     off, _, _ = build_toy_program(
         SCRIPT, settings=BINDING.model_copy(update={"evidence_binding": False}), scores=DISPUTED
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        records = run_evaluation(
-            EvalSpec(
-                program="clear", benchmark="toy", source="memory", questions=questions(4), run_dir=tmp_path / "off"
-            ),
-            CONFIG,
-            off,
-            show_progress=False,
-        )
+    records = run_four(off, tmp_path / "off")
     summary = summarize(records, manifest)
     assert (summary.binding_questions, summary.binding_fallbacks) == (0, {})
     assert "evidence binding" not in details_markdown([summary])
