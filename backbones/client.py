@@ -203,25 +203,27 @@ class ClearmedLM(dspy.LM):
         if shape in self._engine_checked:
             return
         self._engine_checked.add(shape)
-        try:
-            # DSPy's own, offline choice of engine (no I/O: `dspy.clients.execution._select_engine`); private, so
-            # looked up by name and any failure leaves the call to say what is wrong, within its deadline.
-            execution = importlib.import_module("dspy.clients.execution")
-            backend = execution._engine(self, execution.prepare(self, prompt, messages, kwargs), False)[0]
-            if isinstance(backend, execution.LiteLLMEngine):
+        if self.sends_through_litellm(prompt, messages, kwargs):
+            try:
                 importlib.import_module("dspy.clients._litellm").get_litellm(feature="dspy.LM")
-        except Exception:  # a best effort: the call itself raises what is wrong, within its deadline
-            return
+            except Exception:  # a best effort: the call itself raises what is wrong, within its deadline
+                return
 
-    def sends_through_litellm(self) -> bool | None:
-        """Whether DSPy sends this LM's plain chat call through its LiteLLM engine rather than its native one (lm15),
-        by DSPy's own offline choice (`_ready_engine`); None when that choice cannot be read. A batch run answers calls
-        at the native engine's transport (`batch_calls`), so it refuses a backbone whose calls would bypass it."""
+    def sends_through_litellm(
+        self, prompt: Any = None, messages: Any = None, kwargs: dict[str, Any] | None = None
+    ) -> bool | None:
+        """Whether DSPy sends this call (by default a plain chat call) through its LiteLLM engine rather than its
+        native one (lm15), by DSPy's own offline choice of engine (no I/O: `dspy.clients.execution._select_engine`);
+        None when that choice cannot be read (a private function, looked up by name: unreadable is unknown, never a
+        guess). `_ready_engine` imports LiteLLM before such a call's deadline; a batch run, which answers calls at the
+        native engine's transport (`batch_calls`), refuses a backbone whose calls would bypass it."""
+        if messages is None and prompt is None:
+            messages = [{"role": "user", "content": "?"}]
         try:
             execution = importlib.import_module("dspy.clients.execution")
-            call = execution.prepare(self, None, [{"role": "user", "content": "?"}], {})
+            call = execution.prepare(self, prompt, messages, kwargs or {})
             return isinstance(execution._engine(self, call, False)[0], execution.LiteLLMEngine)
-        except Exception:  # a private function of DSPy: unreadable is unknown, never a guess
+        except Exception:
             return None
 
     def _policy(self) -> Retrying:
