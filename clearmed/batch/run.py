@@ -57,7 +57,7 @@ from clearmed.core.errors import UsageError
 from clearmed.evaluation.folder import EvalSpec
 from clearmed.evaluation.runner import BudgetReached, RunInterrupted, Scorer, default_scorer, run_evaluation
 from clearmed.evaluation.spend import Prices
-from clearmed.evaluation.spend_log import SpendLog, read_spend_log
+from clearmed.evaluation.spend_log import SpendLog
 from clearmed.evaluation.store import EvalRecord
 from clearmed.signatures.records import CallUsage
 
@@ -212,7 +212,7 @@ class _Batches:
     def _check_budget(self, worst: float | None, questions_left: int) -> None:
         if self.max_cost is None:
             return
-        spent = sum(entry.usd or 0.0 for entry in read_spend_log(self.spec.run_dir))
+        spent = SpendLog(self.spec.run_dir, self.prices).total_usd()
         in_flight = sum(self.store.submitted[batch_id].worst_usd or 0.0 for batch_id in self.store.batches_in_flight())
         if worst is None or spent + in_flight + worst > self.max_cost:
             raise BudgetReached(spent, self.max_cost, questions_left)
@@ -285,8 +285,9 @@ class _Batches:
             prompt_tokens=prompt,
             completion_tokens=completion,
         )
-        if state.id not in {entry.batch_id for entry in read_spend_log(self.spec.run_dir)}:
-            SpendLog(self.spec.run_dir, self.prices).add(f"batch {state.id}", row, usd=usd, batch_id=state.id)
+        log = SpendLog(self.spec.run_dir, self.prices)
+        if state.id not in log.batch_ids:
+            log.add(f"batch {state.id}", row, usd=usd, batch_id=state.id)
         self.store.record_collected(
             BatchCollected(
                 batch_id=state.id, status=state.status, answered=len(answered), failed=failed, not_run=not_run, usd=usd

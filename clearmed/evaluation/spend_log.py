@@ -74,10 +74,13 @@ class SpendLog:
         self._lock = threading.Lock()
         self._total = 0.0
         self.questions: set[str] = set()
+        self.batch_ids: set[str] = set()  # a batch run's batches already logged
         self.new = not self.path.exists()  # a folder from before there was a log: `carry_over` its records
         for entry in read_spend_log(directory):
             self._total += entry.usd or 0.0
             self.questions.add(entry.question_id)
+            if entry.batch_id is not None:
+                self.batch_ids.add(entry.batch_id)
         if self.path.exists() and not self.path.read_bytes().endswith(b"\n"):  # torn: the next line starts anew
             with self.path.open("ab") as handle:
                 handle.write(b"\n")
@@ -113,6 +116,8 @@ class SpendLog:
                 os.close(handle)
             self._total += usd or 0.0
             self.questions.add(question_id)
+            if batch_id is not None:
+                self.batch_ids.add(batch_id)
 
     @contextlib.contextmanager
     def question(self, question_id: str) -> Iterator[None]:
