@@ -33,7 +33,6 @@ from clearmed.core.errors import CallDeferred
 __all__ = [
     "BatchPass",
     "LineAnswers",
-    "active_pass",
     "batch_pass",
     "install_batch_calls",
     "line_key",
@@ -101,14 +100,10 @@ class BatchPass:
         raise CallDeferred(url)
 
 
+# The batch pass of this process's run, if one is running: a module global, not a context variable, so the question
+# and pathway threads all see it (one run per process).
 _ACTIVE: BatchPass | None = None
 _ACTIVE_LOCK = threading.Lock()
-
-
-def active_pass() -> BatchPass | None:
-    """The batch pass of this process's run, if one is running (one run per process: the question and pathway threads
-    all see it, which a context variable would not give them)."""
-    return _ACTIVE
 
 
 class batch_pass:
