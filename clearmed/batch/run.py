@@ -55,6 +55,7 @@ from clearmed.config import ClearmedConfig
 from clearmed.core.console import user_console
 from clearmed.core.errors import UsageError
 from clearmed.evaluation.folder import EvalSpec
+from clearmed.evaluation.progress import clock_text
 from clearmed.evaluation.runner import BudgetReached, RunInterrupted, Scorer, default_scorer, run_evaluation
 from clearmed.evaluation.spend import Prices
 from clearmed.evaluation.spend_log import SpendLog
@@ -134,11 +135,6 @@ def _outcome(batch_id: str, result: LineResult) -> LineOutcome:
         error_message=result.error_message,
         not_run=result.expired,
     )
-
-
-def _age(seconds: float) -> str:
-    seconds = int(max(seconds, 0))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 @dataclass
@@ -252,7 +248,7 @@ class _Batches:
         ]
         self.say(
             f"batch pass {run_pass}: {len(states)} batch{'es' if len(states) != 1 else ''} in flight, "
-            f"{done:,} of {total:,} requests done, {failed:,} failed, oldest {_age(max(ages))}"
+            f"{done:,} of {total:,} requests done, {failed:,} failed, oldest {clock_text(max(0.0, *ages))}"
         )
 
     def collect(self, client: BatchClient, state: BatchState) -> None:

@@ -56,7 +56,8 @@ def wants_lines(console: Console) -> bool:
     return not console.is_terminal and not console.is_jupyter
 
 
-def _clock(seconds: float) -> str:
+def clock_text(seconds: float) -> str:
+    """Seconds as a progress line shows a time: ``0:10:02``."""
     return str(timedelta(seconds=round(seconds)))
 
 
@@ -106,13 +107,13 @@ class CountLines:
         unit = f" {self.unit}" if self.unit else ""
         elapsed = now - self.started_at
         if self.total is None:
-            parts = [f"{self.label}: {self.done}{unit}", self.details(), f"elapsed {_clock(elapsed)}"]
+            parts = [f"{self.label}: {self.done}{unit}", self.details(), f"elapsed {clock_text(elapsed)}"]
         else:
             share = f"{min(self.done / self.total, 1.0):.0%}" if self.total else "-"
             left = max(self.total - self.done, 0)
-            eta = _clock(elapsed / self.finished_here * left) if self.finished_here > 0 else "-"
+            eta = clock_text(elapsed / self.finished_here * left) if self.finished_here > 0 else "-"
             count = f"{self.label}: {self.done}/{self.total}{unit} ({share})"
-            parts = [count, self.details(), f"elapsed {_clock(elapsed)}", f"ETA {eta}"]
+            parts = [count, self.details(), f"elapsed {clock_text(elapsed)}", f"ETA {eta}"]
         return "  ".join(part for part in parts if part)
 
     def _moved(self, done: int) -> None:
