@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from clearmed.core.errors import FatalServiceError
-from clearmed.core.http import RETRIED_STATUS, NoReply, Reply, fatal_cause, request
+from clearmed.core.http import RETRIED_STATUS, NoReply, Reply, after_retries, fatal_cause, request
 
 if TYPE_CHECKING:
     from clearmed.backbones.config import BackboneConfig
@@ -284,7 +284,7 @@ class HttpBatchClient:
                 **sent,
             )
         except NoReply as failed:
-            why = f"{self.service}: no reply to {what}: {failed.why}{_after(failed.retries)}"
+            why = f"{self.service}: no reply to {what}: {failed.why}{after_retries(failed.retries)}"
             raise BatchUnavailable(why, no_reply=True) from None
         cause = fatal_cause(reply)
         if cause is not None and self._fatal(reply):
@@ -293,7 +293,7 @@ class HttpBatchClient:
             )
         if reply.status in self.retried:
             raise BatchUnavailable(
-                f"{self.service}: {what} answered HTTP {reply.status}{_after(reply.retries)}: "
+                f"{self.service}: {what} answered HTTP {reply.status}{after_retries(reply.retries)}: "
                 f"{server_reason(reply.error_text(), self.api_key)}"
             )
         return reply
@@ -324,10 +324,6 @@ class HttpBatchClient:
         if not isinstance(reply.payload, dict):
             raise BatchUnavailable(f"{self.service}: {what} answered HTTP {reply.status} without a JSON object")
         return reply.payload
-
-
-def _after(retries: int) -> str:
-    return f" (after {retries} retries)" if retries else ""
 
 
 def one_target(lines: Sequence[BatchLine]) -> str:

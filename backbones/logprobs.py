@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clearmed.backbones.batch_calls import served_reply
 from clearmed.core.errors import FatalServiceError
-from clearmed.core.http import RETRIED_STATUS, NoReply, Reply, fatal_cause, request
+from clearmed.core.http import RETRIED_STATUS, NoReply, Reply, after_retries, fatal_cause, request
 
 __all__ = [
     "MAX_TOP_LOGPROBS",
@@ -241,7 +241,7 @@ class OpenAICompatibleScorer:
             )
         except NoReply as failed:
             raise ScoringError(
-                f"scoring request failed: {failed.why}{_after(failed.retries)}", transient=True
+                f"scoring request failed: {failed.why}{after_retries(failed.retries)}", transient=True
             ) from None
         return self._payload(reply)
 
@@ -251,7 +251,7 @@ class OpenAICompatibleScorer:
             return reply.payload
         if reply.status == 200:
             why = "the server's 200 reply is not JSON (a proxy's page, or a cut-off body)"
-            raise ScoringError(why + _after(reply.retries), transient=True)
+            raise ScoringError(why + after_retries(reply.retries), transient=True)
         text = reply.error_text()
         if self._api_key:
             text = text.replace(self._api_key, "***")
@@ -261,11 +261,7 @@ class OpenAICompatibleScorer:
         why = f"scoring request answered HTTP {reply.status}: {text}"
         if reply.status not in RETRIED_STATUS:
             raise ScoringError(why)
-        raise ScoringError(why + _after(reply.retries), transient=True)
-
-
-def _after(retries: int) -> str:
-    return f" (after {retries} retries)" if retries else ""
+        raise ScoringError(why + after_retries(reply.retries), transient=True)
 
 
 def token_scorer(lm: Any) -> TracedScorer | None:

@@ -34,7 +34,7 @@ from clearmed.core.endpoints import connect_failure, mark_reached, unreachable_e
 from clearmed.core.errors import FatalCause
 from clearmed.core.retries import pause, retry_hint_s, retrying
 
-__all__ = ["RETRIED_STATUS", "NoReply", "Reply", "fatal_cause", "guarded_session", "request"]
+__all__ = ["RETRIED_STATUS", "NoReply", "Reply", "after_retries", "fatal_cause", "guarded_session", "request"]
 
 # Answers a later attempt may not meet (the LM client's transient set, by HTTP status).
 RETRIED_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504})
@@ -61,6 +61,11 @@ class Reply:
         error = self.payload.get("error", self.payload) if isinstance(self.payload, dict) else self.payload
         message = error.get("message", error) if isinstance(error, dict) else error
         return str(message)[:200]
+
+
+def after_retries(retries: int) -> str:
+    """What a failure's message adds about the retries a reply took: `` (after 3 retries)``, nothing for none."""
+    return f" (after {retries} retries)" if retries else ""
 
 
 class NoReply(Exception):
